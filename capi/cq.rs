@@ -1,0 +1,235 @@
+//! Completion-queue objects.
+
+use std::ffi::{c_char, c_int, c_void};
+use std::sync::Arc;
+
+use super::abi::*;
+use super::consts::*;
+use super::domain::DomainObj;
+use super::prov::{bind_nosys, ops_open_nosys};
+use super::util::*;
+use crate::cq::{Completion, Cq};
+use crate::error::{FiError, FiResult};
+
+#[repr(C)]
+pub struct CqObj {
+    pub fid: fid_cq,
+    pub inner: Arc<Cq>,
+}
+
+impl FiObject for CqObj {
+    const CLASS: usize = FI_CLASS_CQ;
+    const NAME: &'static str = "completion queue";
+    fn fi_ops() -> *const fi_ops {
+        &CQ_FI_OPS
+    }
+}
+
+static CQ_FI_OPS: fi_ops = fi_ops {
+    size: std::mem::size_of::<fi_ops>(),
+    close: Some(cq_close),
+    bind: Some(bind_nosys),
+    control: Some(cq_control),
+    ops_open: Some(ops_open_nosys),
+    tostr: None,
+    ops_set: None,
+};
+
+static CQ_OPS: fi_ops_cq = fi_ops_cq {
+    size: std::mem::size_of::<fi_ops_cq>(),
+    read: Some(cq_read),
+    readfrom: Some(cq_readfrom),
+    readerr: Some(cq_readerr),
+    sread: Some(cq_sread),
+    sreadfrom: Some(cq_sreadfrom),
+    signal: Some(cq_signal),
+    strerror: Some(cq_strerror),
+};
+
+pub unsafe extern "C" fn cq_open(domain: *mut fid_domain, attr: *mut fi_cq_attr, out: *mut *mut fid_cq, context: *mut c_void) -> c_int {
+    guard("fi_cq_open", || {
+        // SAFETY: domain is a fid per the API.
+        let d = unsafe { obj::<DomainObj>(domain as *const fid) }?;
+        let out = nonnull(out, "fi_cq_open: cq")?;
+        let attr = nonnull(attr, "fi_cq_open: attr")?;
+        // SAFETY: checked non-NULL, valid per fi_cq(3).
+        let a = unsafe { &*attr };
+        if a.wait_cond != FI_CQ_COND_NONE {
+            return crate::fail!(FiError::NOSYS, "fi_cq_open: wait conditions are not supported");
+        }
+        let cq = Cq::open(&d.inner, a.size, a.format, a.wait_obj, a.flags)?;
+        let o = into_c(CqObj {
+            fid: fid_cq {
+                fid: fid { fclass: FI_CLASS_CQ, context, ops: &CQ_FI_OPS as *const _ as *mut _ },
+                ops: &CQ_OPS as *const _ as *mut _,
+            },
+            inner: cq,
+        });
+        // SAFETY: checked non-NULL.
+        unsafe { *out = o as *mut fid_cq };
+        Ok(0)
+    })
+}
+
+unsafe extern "C" fn cq_close(f: *mut fid) -> c_int {
+    guard("fi_close(cq)", || {
+        // SAFETY: f is a fid per the API.
+        let o = unsafe { obj::<CqObj>(f) }?;
+        o.inner.close()?;
+        // SAFETY: validated, freed once.
+        unsafe { free_c(f as *mut CqObj) };
+        Ok(0)
+    })
+}
+
+unsafe extern "C" fn cq_control(f: *mut fid, command: c_int, arg: *mut c_void) -> c_int {
+    guard("fi_control(cq)", || {
+        // SAFETY: f is a fid per the API.
+        let o = unsafe { obj::<CqObj>(f) }?;
+        // SAFETY: arg per fi_control(3).
+        unsafe { super::eq::wait_control("cq", o.inner.wait.as_ref().map(|w| w.fd()), o.inner.wait_obj, command, arg) }
+    })
+}
+
+/// Writes completion `i` in `format` into `buf`.
+///
+/// # Safety
+/// `buf` must have room for `i + 1` entries of `format`.
+unsafe fn write_completion(format: u32, buf: *mut c_void, i: usize, c: &Completion) {
+    let ctx = c.op_context as usize as *mut c_void;
+    // SAFETY: per the contract; entries are naturally aligned in the caller's array.
+    unsafe {
+        match format {
+            FI_CQ_FORMAT_MSG => {
+                *(buf as *mut fi_cq_msg_entry).add(i) = fi_cq_msg_entry { op_context: ctx, flags: c.flags, len: c.len };
+            }
+            FI_CQ_FORMAT_DATA => {
+                *(buf as *mut fi_cq_data_entry).add(i) = fi_cq_data_entry {
+                    op_context: ctx,
+                    flags: c.flags,
+                    len: c.len,
+                    buf: c.buf as usize as *mut c_void,
+                    data: c.data,
+                };
+            }
+            FI_CQ_FORMAT_TAGGED => {
+                *(buf as *mut fi_cq_tagged_entry).add(i) = fi_cq_tagged_entry {
+                    op_context: ctx,
+                    flags: c.flags,
+                    len: c.len,
+                    buf: c.buf as usize as *mut c_void,
+                    data: c.data,
+                    tag: c.tag,
+                };
+            }
+            _ => *(buf as *mut fi_cq_entry).add(i) = fi_cq_entry { op_context: ctx },
+        }
+    }
+}
+
+unsafe fn read_common(cq: *mut fid_cq, buf: *mut c_void, count: usize, src: *mut fi_addr_t, timeout: Option<c_int>) -> FiResult<isize> {
+    // SAFETY: cq is a fid per the API.
+    let o = unsafe { obj::<CqObj>(cq as *const fid) }?;
+    if count > 0 && buf.is_null() {
+        return crate::fail!(FiError::INVAL, "fi_cq_read: buf is NULL");
+    }
+    let format = o.inner.format;
+    let mut i = 0usize;
+    let mut out = |c: &Completion| {
+        // SAFETY: `count` entries fit in buf (fi_cq(3)); the core hands out at most `count`.
+        unsafe { write_completion(format, buf, i, c) };
+        if !src.is_null() {
+            // SAFETY: src has `count` entries when non-NULL.
+            unsafe { *src.add(i) = c.src };
+        }
+        i += 1;
+    };
+    let n = match timeout {
+        None => o.inner.read(count, &mut out)?,
+        Some(t) => o.inner.sread(count, t, &mut out)?,
+    };
+    Ok(n as isize)
+}
+
+unsafe extern "C" fn cq_read(cq: *mut fid_cq, buf: *mut c_void, count: usize) -> isize {
+    // SAFETY: arguments per fi_cq(3).
+    guard_size("fi_cq_read", || unsafe { read_common(cq, buf, count, std::ptr::null_mut(), None) })
+}
+
+unsafe extern "C" fn cq_readfrom(cq: *mut fid_cq, buf: *mut c_void, count: usize, src: *mut fi_addr_t) -> isize {
+    // SAFETY: arguments per fi_cq(3).
+    guard_size("fi_cq_readfrom", || unsafe { read_common(cq, buf, count, src, None) })
+}
+
+unsafe extern "C" fn cq_sread(cq: *mut fid_cq, buf: *mut c_void, count: usize, _cond: *const c_void, timeout: c_int) -> isize {
+    // SAFETY: arguments per fi_cq(3).
+    guard_size("fi_cq_sread", || unsafe { read_common(cq, buf, count, std::ptr::null_mut(), Some(timeout)) })
+}
+
+unsafe extern "C" fn cq_sreadfrom(
+    cq: *mut fid_cq,
+    buf: *mut c_void,
+    count: usize,
+    src: *mut fi_addr_t,
+    _cond: *const c_void,
+    timeout: c_int,
+) -> isize {
+    // SAFETY: arguments per fi_cq(3).
+    guard_size("fi_cq_sreadfrom", || unsafe { read_common(cq, buf, count, src, Some(timeout)) })
+}
+
+unsafe extern "C" fn cq_readerr(cq: *mut fid_cq, buf: *mut fi_cq_err_entry, flags: u64) -> isize {
+    guard_size("fi_cq_readerr", || {
+        // SAFETY: cq is a fid per the API.
+        let o = unsafe { obj::<CqObj>(cq as *const fid) }?;
+        let buf = nonnull(buf, "fi_cq_readerr: buf")?;
+        if flags != 0 {
+            return crate::fail!(FiError::BADFLAGS, "fi_cq_readerr: unsupported flags {flags:#x}");
+        }
+        let (e, data_ptr) = o.inner.read_err()?;
+        // SAFETY: buf is a caller-owned fi_cq_err_entry (1.17 layout).
+        let b = unsafe { &mut *buf };
+        // API >= 1.5: a caller buffer in err_data/err_data_size receives a copy.
+        // Older callers leave those fields uninitialised, so they are not read then.
+        let api = o.inner.domain.fabric.api_version;
+        if api >= FI_VERSION(1, 5) && b.err_data_size > 0 && !b.err_data.is_null() {
+            let n = b.err_data_size.min(e.err_data.len());
+            // SAFETY: the caller says err_data has err_data_size bytes.
+            unsafe { std::ptr::copy_nonoverlapping(e.err_data.as_ptr(), b.err_data as *mut u8, n) };
+            b.err_data_size = n;
+        } else {
+            b.err_data = data_ptr as *mut c_void;
+            b.err_data_size = e.err_data.len();
+        }
+        b.op_context = e.op_context as usize as *mut c_void;
+        b.flags = e.flags;
+        b.len = e.len;
+        b.buf = e.buf as usize as *mut c_void;
+        b.data = e.data;
+        b.tag = e.tag;
+        b.olen = e.olen;
+        b.err = e.err;
+        b.prov_errno = e.prov_errno;
+        Ok(1)
+    })
+}
+
+unsafe extern "C" fn cq_signal(cq: *mut fid_cq) -> c_int {
+    guard("fi_cq_signal", || {
+        // SAFETY: cq is a fid per the API.
+        unsafe { obj::<CqObj>(cq as *const fid) }?.inner.signal();
+        Ok(0)
+    })
+}
+
+unsafe extern "C" fn cq_strerror(_cq: *mut fid_cq, prov_errno: c_int, _err_data: *const c_void, buf: *mut c_char, len: usize) -> *const c_char {
+    // The provider error is the verbs completion status.
+    let s = crate::verbs::status_str(prov_errno.max(0) as u32);
+    static FALLBACK: &std::ffi::CStr = c"verbs completion error";
+    if buf.is_null() || len == 0 {
+        return FALLBACK.as_ptr();
+    }
+    // SAFETY: buf has len bytes per fi_cq(3).
+    unsafe { copy_cstr(s, buf, len) };
+    buf
+}

@@ -1,0 +1,256 @@
+//! Domain and memory-region objects.
+
+use std::ffi::{c_int, c_void};
+use std::sync::Arc;
+
+use super::abi::*;
+use super::consts::*;
+use super::prov::{bind_nosys, control_nosys, ops_open_nosys, FabricObj};
+use super::util::*;
+use crate::domain::Domain;
+use crate::error::{FiError, FiResult};
+use crate::mr::MemRegion;
+
+#[repr(C)]
+pub struct DomainObj {
+    pub fid: fid_domain,
+    pub inner: Arc<Domain>,
+}
+
+impl FiObject for DomainObj {
+    const CLASS: usize = FI_CLASS_DOMAIN;
+    const NAME: &'static str = "domain";
+    fn fi_ops() -> *const fi_ops {
+        &DOMAIN_FI_OPS
+    }
+}
+
+static DOMAIN_FI_OPS: fi_ops = fi_ops {
+    size: std::mem::size_of::<fi_ops>(),
+    close: Some(domain_close),
+    bind: Some(bind_nosys),
+    control: Some(control_nosys),
+    ops_open: Some(ops_open_nosys),
+    tostr: None,
+    ops_set: None,
+};
+
+static DOMAIN_OPS: fi_ops_domain = fi_ops_domain {
+    size: std::mem::size_of::<fi_ops_domain>(),
+    av_open: Some(av_open),
+    cq_open: Some(super::cq::cq_open),
+    endpoint: Some(super::ep::ep_open),
+    scalable_ep: Some(scalable_ep),
+    cntr_open: Some(cntr_open),
+    poll_open: Some(poll_open),
+    stx_ctx: Some(stx_ctx),
+    srx_ctx: Some(srx_ctx),
+    query_atomic: Some(query_atomic),
+    query_collective: Some(query_collective),
+    endpoint2: Some(super::ep::ep_open2),
+};
+
+static MR_OPS: fi_ops_mr = fi_ops_mr {
+    size: std::mem::size_of::<fi_ops_mr>(),
+    reg: Some(mr_reg),
+    regv: Some(mr_regv),
+    regattr: Some(mr_regattr),
+};
+
+unsafe fn domain_common(fabric: *mut fid_fabric, info: *mut fi_info, out: *mut *mut fid_domain, flags: u64, context: *mut c_void) -> FiResult<c_int> {
+    // SAFETY: fabric is a fid per the API.
+    let f = unsafe { obj::<FabricObj>(fabric as *const fid) }?;
+    let out = nonnull(out, "fi_domain: domain")?;
+    let info = nonnull(info, "fi_domain: info")?;
+    if flags != 0 {
+        return crate::fail!(FiError::BADFLAGS, "fi_domain2: flags {flags:#x} not supported");
+    }
+    // SAFETY: a valid fi_info per the API.
+    let i = unsafe { super::info::from_c(info) }?;
+    let d = Domain::open(&f.inner, &i)?;
+    let o = into_c(DomainObj {
+        fid: fid_domain {
+            fid: fid { fclass: FI_CLASS_DOMAIN, context, ops: &DOMAIN_FI_OPS as *const _ as *mut _ },
+            ops: &DOMAIN_OPS as *const _ as *mut _,
+            mr: &MR_OPS as *const _ as *mut _,
+        },
+        inner: d,
+    });
+    // SAFETY: checked non-NULL.
+    unsafe { *out = o as *mut fid_domain };
+    Ok(0)
+}
+
+pub unsafe extern "C" fn domain_open(fabric: *mut fid_fabric, info: *mut fi_info, out: *mut *mut fid_domain, context: *mut c_void) -> c_int {
+    // SAFETY: arguments per fi_domain(3).
+    guard("fi_domain", || unsafe { domain_common(fabric, info, out, 0, context) })
+}
+
+pub unsafe extern "C" fn domain_open2(
+    fabric: *mut fid_fabric,
+    info: *mut fi_info,
+    out: *mut *mut fid_domain,
+    flags: u64,
+    context: *mut c_void,
+) -> c_int {
+    // SAFETY: arguments per fi_domain(3).
+    guard("fi_domain2", || unsafe { domain_common(fabric, info, out, flags, context) })
+}
+
+unsafe extern "C" fn domain_close(f: *mut fid) -> c_int {
+    guard("fi_close(domain)", || {
+        // SAFETY: f is a fid per the API.
+        let o = unsafe { obj::<DomainObj>(f) }?;
+        o.inner.refs.check_idle("domain")?;
+        // SAFETY: validated, freed once.
+        unsafe { free_c(f as *mut DomainObj) };
+        Ok(0)
+    })
+}
+
+macro_rules! domain_nosys {
+    ($name:ident, $what:literal, ($($arg:ident : $ty:ty),*)) => {
+        unsafe extern "C" fn $name(domain: *mut fid_domain, $($arg: $ty),*) -> c_int {
+            $(let _ = $arg;)*
+            guard($what, || {
+                // SAFETY: domain is a fid per the API.
+                unsafe { obj::<DomainObj>(domain as *const fid) }?;
+                crate::fail!(FiError::NOSYS, "{}: not supported by rsverbs MSG endpoints yet", $what)
+            })
+        }
+    };
+}
+
+domain_nosys!(av_open, "fi_av_open", (_a: *mut fi_av_attr, _b: *mut *mut fid_av, _c: *mut c_void));
+domain_nosys!(scalable_ep, "fi_scalable_ep", (_a: *mut fi_info, _b: *mut *mut fid_ep, _c: *mut c_void));
+domain_nosys!(cntr_open, "fi_cntr_open", (_a: *mut fi_cntr_attr, _b: *mut *mut fid_cntr, _c: *mut c_void));
+domain_nosys!(poll_open, "fi_poll_open", (_a: *mut fi_poll_attr, _b: *mut *mut fid_poll));
+domain_nosys!(stx_ctx, "fi_stx_context", (_a: *mut fi_tx_attr, _b: *mut *mut fid_stx, _c: *mut c_void));
+domain_nosys!(srx_ctx, "fi_srx_context", (_a: *mut fi_rx_attr, _b: *mut *mut fid_ep, _c: *mut c_void));
+domain_nosys!(query_atomic, "fi_query_atomic", (_a: fi_datatype, _b: fi_op, _c: *mut fi_atomic_attr, _d: u64));
+domain_nosys!(query_collective, "fi_query_collective", (_a: fi_collective_op, _b: *mut fi_collective_attr, _c: u64));
+
+// ---- memory regions ----
+
+#[repr(C)]
+pub struct MrObj {
+    pub fid: fid_mr,
+    pub inner: Arc<MemRegion>,
+}
+
+impl FiObject for MrObj {
+    const CLASS: usize = FI_CLASS_MR;
+    const NAME: &'static str = "memory region";
+    fn fi_ops() -> *const fi_ops {
+        &MR_FI_OPS
+    }
+}
+
+static MR_FI_OPS: fi_ops = fi_ops {
+    size: std::mem::size_of::<fi_ops>(),
+    close: Some(mr_close),
+    bind: Some(bind_nosys),
+    control: Some(control_nosys),
+    ops_open: Some(ops_open_nosys),
+    tostr: None,
+    ops_set: None,
+};
+
+unsafe fn mr_common(
+    dom: *mut fid,
+    addr: u64,
+    len: usize,
+    access: u64,
+    flags: u64,
+    out: *mut *mut fid_mr,
+    context: *mut c_void,
+) -> FiResult<c_int> {
+    // SAFETY: dom is a fid per the API.
+    let d = unsafe { obj::<DomainObj>(dom) }?;
+    let out = nonnull(out, "fi_mr_reg: mr")?;
+    let mr = MemRegion::register(&d.inner, addr, len, access, flags)?;
+    let o = into_c(MrObj {
+        fid: fid_mr {
+            fid: fid { fclass: FI_CLASS_MR, context, ops: &MR_FI_OPS as *const _ as *mut _ },
+            mem_desc: mr.desc() as usize as *mut c_void,
+            key: mr.key(),
+        },
+        inner: mr,
+    });
+    // SAFETY: checked non-NULL.
+    unsafe { *out = o as *mut fid_mr };
+    Ok(0)
+}
+
+unsafe extern "C" fn mr_reg(
+    dom: *mut fid,
+    buf: *const c_void,
+    len: usize,
+    access: u64,
+    _offset: u64,
+    _requested_key: u64,
+    flags: u64,
+    mr: *mut *mut fid_mr,
+    context: *mut c_void,
+) -> c_int {
+    // SAFETY: arguments per fi_mr(3); the buffer is only handed to the kernel.
+    guard("fi_mr_reg", || unsafe { mr_common(dom, buf as u64, len, access, flags, mr, context) })
+}
+
+unsafe fn one_iov(iov: *const libc::iovec, count: usize) -> FiResult<(u64, usize)> {
+    if count != 1 || iov.is_null() {
+        return crate::fail!(FiError::INVAL, "fi_mr_regv: exactly one iov is supported (mr_iov_limit 1), got {count}");
+    }
+    // SAFETY: the caller passes `count` (= 1) iovecs.
+    let v = unsafe { &*iov };
+    Ok((v.iov_base as u64, v.iov_len))
+}
+
+unsafe extern "C" fn mr_regv(
+    dom: *mut fid,
+    iov: *const libc::iovec,
+    count: usize,
+    access: u64,
+    _offset: u64,
+    _requested_key: u64,
+    flags: u64,
+    mr: *mut *mut fid_mr,
+    context: *mut c_void,
+) -> c_int {
+    guard("fi_mr_regv", || {
+        // SAFETY: arguments per fi_mr(3).
+        let (a, l) = unsafe { one_iov(iov, count) }?;
+        // SAFETY: as above.
+        unsafe { mr_common(dom, a, l, access, flags, mr, context) }
+    })
+}
+
+unsafe extern "C" fn mr_regattr(dom: *mut fid, attr: *const fi_mr_attr, flags: u64, mr: *mut *mut fid_mr) -> c_int {
+    guard("fi_mr_regattr", || {
+        if attr.is_null() {
+            return crate::fail!(FiError::INVAL, "fi_mr_regattr: attr is NULL");
+        }
+        // SAFETY: checked non-NULL; valid per fi_mr(3).
+        let a = unsafe { &*attr };
+        if a.iface != FI_HMEM_SYSTEM {
+            return crate::fail!(FiError::NOSYS, "fi_mr_regattr: device memory (iface {}) is not supported", a.iface);
+        }
+        if a.auth_key_size != 0 {
+            return crate::fail!(FiError::INVAL, "fi_mr_regattr: authorization keys are not supported");
+        }
+        // SAFETY: per fi_mr(3).
+        let (addr, len) = unsafe { one_iov(a.mr_iov, a.iov_count) }?;
+        // SAFETY: as above.
+        unsafe { mr_common(dom, addr, len, a.access, flags, mr, a.context) }
+    })
+}
+
+unsafe extern "C" fn mr_close(f: *mut fid) -> c_int {
+    guard("fi_close(mr)", || {
+        // SAFETY: f is a fid per the API.
+        unsafe { obj::<MrObj>(f) }?;
+        // SAFETY: validated, freed once (deregisters the memory).
+        unsafe { free_c(f as *mut MrObj) };
+        Ok(0)
+    })
+}

@@ -1,0 +1,15 @@
+//! The C ABI of rsverbs. All `unsafe` FFI of the provider lives here (and in the
+//! verbs/sys wrappers of the core). Style: every exported function is a thin
+//! shim — check pointers, convert, call safe Rust, map the error — and no panic
+//! crosses into C (`util::guard`).
+#![allow(unsafe_code)]
+
+pub mod abi;
+pub mod consts;
+pub mod cq;
+pub mod domain;
+pub mod ep;
+pub mod eq;
+pub mod info;
+pub mod prov;
+pub mod util;

@@ -1,0 +1,550 @@
+//! Completion queues over verbs CQs.
+//!
+//! Work-request ids carry everything a completion needs, so posting takes no
+//! lock and allocates nothing: the application's context (when it fits in 57
+//! bits, which every user-space pointer on Linux does; otherwise it is stashed
+//! in a side table and its index carried instead), the kind of operation (for
+//! the completion flags, which verbs does not report on errors), and whether
+//! the application wants a completion at all (inject and selective completion
+//! still post signalled requests, whose successful completions are dropped
+//! here; their errors are reported, as fi_cq(3) requires).
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use crate::capi::consts::*;
+use crate::config;
+use crate::domain::Domain;
+use crate::error::{FiError, FiResult};
+use crate::fabric::{HasRefs, Hold, Refs};
+use crate::sys;
+use crate::verbs::{self, wc_opcode, wc_status, CompChannel, Wc};
+use crate::wait::WaitFd;
+
+/// Kinds of operation, carried in work-request ids.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum OpKind {
+    Send = 1,
+    Write = 2,
+    Read = 3,
+    Recv = 4,
+    Atomic = 5,
+    AtomicFetch = 6,
+}
+
+impl OpKind {
+    fn from_bits(b: u64) -> Option<OpKind> {
+        Some(match b {
+            1 => OpKind::Send,
+            2 => OpKind::Write,
+            3 => OpKind::Read,
+            4 => OpKind::Recv,
+            5 => OpKind::Atomic,
+            6 => OpKind::AtomicFetch,
+            _ => return None,
+        })
+    }
+
+    /// The completion flags libfabric defines for this kind.
+    pub fn flags(self) -> u64 {
+        match self {
+            OpKind::Send => FI_SEND | FI_MSG,
+            OpKind::Write => FI_RMA | FI_WRITE,
+            OpKind::Read => FI_RMA | FI_READ,
+            OpKind::Recv => FI_RECV | FI_MSG,
+            OpKind::Atomic => FI_ATOMIC | FI_WRITE,
+            OpKind::AtomicFetch => FI_ATOMIC | FI_READ,
+        }
+    }
+}
+
+const CTX_BITS: u32 = 57;
+const CTX_MASK: u64 = (1 << CTX_BITS) - 1;
+const KIND_SHIFT: u32 = 57;
+const KIND_MASK: u64 = 0xf << KIND_SHIFT;
+const INDIRECT: u64 = 1 << 61;
+const SILENT: u64 = 1 << 62;
+
+/// Decoded work-request id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WrId {
+    pub kind: OpKind,
+    /// The application's context, or a side-table index when `indirect`.
+    pub ctx: u64,
+    pub indirect: bool,
+    /// No completion on success.
+    pub silent: bool,
+}
+
+impl WrId {
+    pub fn encode(self) -> u64 {
+        debug_assert!(self.ctx <= CTX_MASK);
+        self.ctx
+            | ((self.kind as u64) << KIND_SHIFT)
+            | if self.indirect { INDIRECT } else { 0 }
+            | if self.silent { SILENT } else { 0 }
+    }
+    pub fn decode(v: u64) -> Option<WrId> {
+        Some(WrId {
+            kind: OpKind::from_bits((v & KIND_MASK) >> KIND_SHIFT)?,
+            ctx: v & CTX_MASK,
+            indirect: v & INDIRECT != 0,
+            silent: v & SILENT != 0,
+        })
+    }
+}
+
+/// One successful completion.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Completion {
+    pub op_context: u64,
+    pub flags: u64,
+    pub len: usize,
+    pub buf: u64,
+    pub data: u64,
+    pub tag: u64,
+    pub src: u64,
+}
+
+/// One error completion (`struct fi_cq_err_entry`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CqErr {
+    pub op_context: u64,
+    pub flags: u64,
+    pub len: usize,
+    pub buf: u64,
+    pub data: u64,
+    pub tag: u64,
+    pub olen: usize,
+    pub err: i32,
+    pub prov_errno: i32,
+    pub err_data: Vec<u8>,
+    pub src: u64,
+}
+
+/// The libfabric error for a verbs completion status.
+pub fn status_to_err(status: u32) -> i32 {
+    match status {
+        wc_status::WR_FLUSH_ERR => FI_ECANCELED,
+        wc_status::LOC_LEN_ERR => FI_ETRUNC,
+        wc_status::REM_ACCESS_ERR | wc_status::LOC_PROT_ERR => FI_EACCES,
+        wc_status::RETRY_EXC_ERR | wc_status::RNR_RETRY_EXC_ERR => FI_ETIMEDOUT,
+        wc_status::REM_INV_REQ_ERR => FI_EINVAL,
+        _ => FI_EIO,
+    }
+}
+
+#[derive(Default)]
+struct State {
+    /// Successful completions waiting behind an error, or made in software.
+    pending: VecDeque<Completion>,
+    errors: VecDeque<CqErr>,
+    last_err_data: Vec<u8>,
+    /// Contexts that did not fit in a work-request id.
+    stash: Vec<Option<u64>>,
+    stash_free: Vec<usize>,
+}
+
+pub struct Cq {
+    pub domain: Hold<Domain>,
+    pub format: u32,
+    pub wait_obj: u32,
+    pub cq: verbs::Cq,
+    state: Mutex<State>,
+    pub wait: Option<WaitFd>,
+    /// Work requests the bound endpoints may have outstanding at once.
+    committed: Mutex<usize>,
+    bunch: usize,
+    pub refs: Refs,
+}
+
+impl std::fmt::Debug for Cq {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cq").field("format", &self.format).field("capacity", &self.cq.capacity()).finish()
+    }
+}
+
+impl HasRefs for Cq {
+    fn refs(&self) -> &Refs {
+        &self.refs
+    }
+}
+
+/// Default CQ size when the application gives 0.
+const DEFAULT_CQ_SIZE: usize = 2048;
+
+impl Cq {
+    pub fn open(domain: &Arc<Domain>, size: usize, format: u32, wait_obj: u32, flags: u64) -> FiResult<Arc<Cq>> {
+        match format {
+            FI_CQ_FORMAT_UNSPEC | FI_CQ_FORMAT_CONTEXT | FI_CQ_FORMAT_MSG | FI_CQ_FORMAT_DATA | FI_CQ_FORMAT_TAGGED => {}
+            _ => return crate::fail!(FiError::INVAL, "fi_cq_open: invalid format {format}"),
+        }
+        if flags & !FI_AFFINITY != 0 {
+            return crate::fail!(FiError::BADFLAGS, "fi_cq_open: unsupported flags {flags:#x}");
+        }
+        let wait_obj = match wait_obj {
+            FI_WAIT_NONE | FI_WAIT_UNSPEC | FI_WAIT_FD => wait_obj,
+            FI_WAIT_SET => return crate::fail!(FiError::NOSYS, "fi_cq_open: FI_WAIT_SET is not supported yet"),
+            FI_WAIT_MUTEX_COND | FI_WAIT_YIELD | FI_WAIT_POLLFD => {
+                return crate::fail!(FiError::NOSYS, "fi_cq_open: wait object {wait_obj} is not supported")
+            }
+            _ => return crate::fail!(FiError::INVAL, "fi_cq_open: invalid wait object {wait_obj}"),
+        };
+        let max = domain.attr.max_cqe.max(1) as usize;
+        let want = if size == 0 { DEFAULT_CQ_SIZE.min(max) } else { size };
+        if want > max {
+            // Honour the request's spirit: the device cannot hold more; endpoints
+            // bound later are checked against the real capacity.
+            tracing::info!("fi_cq_open: size {want} clamped to the device's max_cqe {max}");
+        }
+        let channel: Option<Arc<CompChannel>> = if wait_obj == FI_WAIT_NONE {
+            None
+        } else {
+            match domain.dev.create_comp_channel() {
+                Ok(c) => Some(Arc::new(c)),
+                Err(e) => return crate::fail!(FiError::from_errno(e), "fi_cq_open: ibv_create_comp_channel failed: errno {e}"),
+            }
+        };
+        let cq = match domain.dev.create_cq(want.min(max) as i32, channel.clone()) {
+            Ok(c) => c,
+            Err(e) => return crate::fail!(FiError::from_errno(e), "fi_cq_open: ibv_create_cq({}) failed: errno {e}", want.min(max)),
+        };
+        let wait = match &channel {
+            Some(ch) => Some(WaitFd::new(&[ch.fd()])?),
+            None => None,
+        };
+        Ok(Arc::new(Cq {
+            domain: Hold::new(domain),
+            format: if format == FI_CQ_FORMAT_UNSPEC { FI_CQ_FORMAT_CONTEXT } else { format },
+            wait_obj,
+            cq,
+            state: Mutex::new(State::default()),
+            wait,
+            committed: Mutex::new(0),
+            bunch: config::get().cqread_bunch_size.max(1),
+            refs: Refs::default(),
+        }))
+    }
+
+    /// Reserves room for `n` more outstanding requests, growing the verbs CQ if
+    /// needed, so that the CQ can never overrun.
+    pub fn commit(&self, n: usize) -> FiResult<()> {
+        let mut c = self.committed.lock();
+        let need = *c + n;
+        let cap = self.cq.capacity().max(0) as usize;
+        if need > cap {
+            let max = self.domain.attr.max_cqe.max(1) as usize;
+            if need > max {
+                return crate::fail!(
+                    FiError::NOSPC,
+                    "CQ cannot hold {need} outstanding completions (device max_cqe {max}); use a smaller tx/rx size or more CQs"
+                );
+            }
+            if let Err(e) = self.cq.resize(need as i32) {
+                return crate::fail!(FiError::NOSPC, "CQ resize to {need} failed: errno {e}");
+            }
+        }
+        *c = need;
+        Ok(())
+    }
+
+    pub fn uncommit(&self, n: usize) {
+        let mut c = self.committed.lock();
+        *c = c.saturating_sub(n);
+    }
+
+    /// Puts a context that does not fit in a work-request id aside; returns its index.
+    pub fn stash(&self, ctx: u64) -> u64 {
+        let mut st = self.state.lock();
+        if let Some(i) = st.stash_free.pop() {
+            st.stash[i] = Some(ctx);
+            i as u64
+        } else {
+            st.stash.push(Some(ctx));
+            (st.stash.len() - 1) as u64
+        }
+    }
+
+    /// Encodes a work-request id for an operation completing on this CQ.
+    pub fn wr_id(&self, kind: OpKind, ctx: u64, silent: bool) -> u64 {
+        if ctx <= CTX_MASK {
+            WrId { kind, ctx, indirect: false, silent }.encode()
+        } else {
+            WrId { kind, ctx: self.stash(ctx), indirect: true, silent }.encode()
+        }
+    }
+
+    fn resolve_ctx(st: &mut State, id: &WrId) -> u64 {
+        if !id.indirect {
+            return id.ctx;
+        }
+        let i = id.ctx as usize;
+        match st.stash.get_mut(i).and_then(|s| s.take()) {
+            Some(c) => {
+                st.stash_free.push(i);
+                c
+            }
+            None => 0,
+        }
+    }
+
+    /// Queues a completion made in software and wakes waiters.
+    pub fn push_completion(&self, c: Completion) {
+        self.state.lock().pending.push_back(c);
+        if let Some(w) = &self.wait {
+            w.signal();
+        }
+    }
+
+    /// Queues an error completion made in software and wakes waiters.
+    pub fn push_error(&self, e: CqErr) {
+        self.state.lock().errors.push_back(e);
+        if let Some(w) = &self.wait {
+            w.signal();
+        }
+    }
+
+    /// Translates one work completion. `None` for silent successes.
+    fn translate(st: &mut State, wc: &Wc) -> Option<Result<Completion, CqErr>> {
+        let Some(id) = WrId::decode(wc.wr_id()) else {
+            tracing::warn!("cq: completion with a foreign work-request id {:#x} dropped", wc.wr_id());
+            return None;
+        };
+        let ctx = Self::resolve_ctx(st, &id);
+        if wc.status() != wc_status::SUCCESS {
+            let err = status_to_err(wc.status());
+            if wc.status() != wc_status::WR_FLUSH_ERR {
+                tracing::info!("cq: {:?} failed: {} (vendor error {:#x})", id.kind, wc.status_str(), wc.vendor_err());
+            }
+            return Some(Err(CqErr {
+                op_context: ctx,
+                flags: id.kind.flags(),
+                err,
+                prov_errno: wc.status() as i32,
+                ..Default::default()
+            }));
+        }
+        if id.silent {
+            return None;
+        }
+        let mut c = Completion { op_context: ctx, flags: id.kind.flags(), ..Default::default() };
+        if id.kind == OpKind::Recv {
+            c.len = wc.byte_len() as usize;
+            if let Some(imm) = wc.imm_data() {
+                c.data = imm as u64;
+                c.flags |= FI_REMOTE_CQ_DATA;
+            }
+            if wc.opcode() == wc_opcode::RECV_RDMA_WITH_IMM {
+                // A remote write with data consumed this receive (FI_RX_CQ_DATA mode).
+                c.flags = FI_RMA | FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA;
+                c.len = 0;
+            }
+        }
+        Some(Ok(c))
+    }
+
+    /// Reads up to `max` completions, handing each to `out`. `FI_EAGAIN` when
+    /// none, `FI_EAVAIL` when an error entry is next.
+    pub fn read(&self, max: usize, out: &mut dyn FnMut(&Completion)) -> FiResult<usize> {
+        if max == 0 {
+            return Ok(0);
+        }
+        let mut st = self.state.lock();
+        if !st.errors.is_empty() {
+            return Err(FiError::AVAIL);
+        }
+        let mut n = 0;
+        while n < max {
+            match st.pending.pop_front() {
+                Some(c) => {
+                    out(&c);
+                    n += 1;
+                }
+                None => break,
+            }
+        }
+        const MAXB: usize = 64;
+        let mut wcs: [Wc; MAXB] = std::array::from_fn(|_| Wc::zeroed());
+        while n < max {
+            let want = (max - n).clamp(self.bunch.min(MAXB), MAXB).min(MAXB);
+            let got = match self.cq.poll(&mut wcs[..want]) {
+                Ok(g) => g,
+                Err(e) => return crate::fail!(FiError::from_errno(e), "cq: ibv_poll_cq failed: errno {e}"),
+            };
+            if got == 0 {
+                break;
+            }
+            for wc in &wcs[..got] {
+                match Self::translate(&mut st, wc) {
+                    None => {}
+                    Some(Err(e)) => st.errors.push_back(e),
+                    Some(Ok(c)) => {
+                        if st.errors.is_empty() && n < max {
+                            out(&c);
+                            n += 1;
+                        } else {
+                            st.pending.push_back(c);
+                        }
+                    }
+                }
+            }
+            if !st.errors.is_empty() || got < want {
+                break;
+            }
+        }
+        if n > 0 {
+            Ok(n)
+        } else if !st.errors.is_empty() {
+            Err(FiError::AVAIL)
+        } else {
+            Err(FiError::AGAIN)
+        }
+    }
+
+    /// Reads the next error entry; its err_data stays valid until the next call.
+    pub fn read_err(&self) -> FiResult<(CqErr, *const u8)> {
+        let mut st = self.state.lock();
+        if st.errors.is_empty() {
+            drop(st);
+            // An error may still sit in the verbs CQ: pull completions forward.
+            let _ = self.read(0, &mut |_| {});
+            self.poll_into_pending();
+            st = self.state.lock();
+        }
+        let Some(e) = st.errors.pop_front() else { return Err(FiError::AGAIN) };
+        st.last_err_data = e.err_data.clone();
+        let p = if st.last_err_data.is_empty() { std::ptr::null() } else { st.last_err_data.as_ptr() };
+        Ok((e, p))
+    }
+
+    /// Moves everything in the verbs CQ into the software queues.
+    fn poll_into_pending(&self) -> bool {
+        let mut st = self.state.lock();
+        let mut wcs: [Wc; 16] = std::array::from_fn(|_| Wc::zeroed());
+        let mut any = false;
+        loop {
+            let got = self.cq.poll(&mut wcs).unwrap_or(0);
+            for wc in &wcs[..got] {
+                match Self::translate(&mut st, wc) {
+                    None => {}
+                    Some(Err(e)) => {
+                        st.errors.push_back(e);
+                        any = true;
+                    }
+                    Some(Ok(c)) => {
+                        st.pending.push_back(c);
+                        any = true;
+                    }
+                }
+            }
+            if got < wcs.len() {
+                break;
+            }
+        }
+        any
+    }
+
+    /// `fi_trywait`: `Ok` only when nothing is ready and the fd is armed.
+    pub fn trywait(&self) -> FiResult<()> {
+        let Some(w) = &self.wait else {
+            return crate::fail!(FiError::INVAL, "fi_trywait: CQ has no wait object");
+        };
+        {
+            let st = self.state.lock();
+            if !st.pending.is_empty() || !st.errors.is_empty() {
+                return Err(FiError::AGAIN);
+            }
+        }
+        if let Some(ch) = self.cq.channel() {
+            while ch.consume_event(&self.cq) {}
+        }
+        w.clear();
+        if let Err(e) = self.cq.req_notify() {
+            return crate::fail!(FiError::from_errno(e), "fi_trywait: ibv_req_notify_cq failed: errno {e}");
+        }
+        // Close the race: a completion that arrived before the arm raises no event.
+        if self.poll_into_pending() {
+            if let Some(w) = &self.wait {
+                w.signal();
+            }
+            return Err(FiError::AGAIN);
+        }
+        Ok(())
+    }
+
+    /// Blocking read with a timeout in milliseconds (-1: forever).
+    pub fn sread(&self, max: usize, timeout_ms: i32, out: &mut dyn FnMut(&Completion)) -> FiResult<usize> {
+        if self.wait.is_none() {
+            return crate::fail!(FiError::INVAL, "fi_cq_sread: CQ opened with FI_WAIT_NONE");
+        }
+        let dl = sys::deadline(timeout_ms);
+        loop {
+            match self.read(max, out) {
+                Err(FiError::AGAIN) => {}
+                r => return r,
+            }
+            match self.trywait() {
+                Err(FiError::AGAIN) => continue,
+                Err(e) => return Err(e),
+                Ok(()) => {}
+            }
+            let left = sys::remaining_ms(dl);
+            if left == 0 {
+                return Err(FiError::AGAIN);
+            }
+            self.wait.as_ref().expect("checked").wait(left)?;
+            if sys::remaining_ms(dl) == 0 {
+                // One last look before reporting the time-out.
+                return self.read(max, out);
+            }
+        }
+    }
+
+    /// Wakes a thread blocked in `sread` (`fi_cq_signal`).
+    pub fn signal(&self) {
+        if let Some(w) = &self.wait {
+            w.signal();
+        }
+    }
+
+    pub fn close(&self) -> FiResult<()> {
+        self.refs.check_idle("cq")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wr_id_roundtrip() {
+        for kind in [OpKind::Send, OpKind::Write, OpKind::Read, OpKind::Recv, OpKind::Atomic, OpKind::AtomicFetch] {
+            for ctx in [0u64, 1, 0x7fff_ffff_f000, CTX_MASK] {
+                for (indirect, silent) in [(false, false), (true, false), (false, true), (true, true)] {
+                    let id = WrId { kind, ctx, indirect, silent };
+                    assert_eq!(WrId::decode(id.encode()), Some(id));
+                }
+            }
+        }
+        assert_eq!(WrId::decode(0), None, "kind 0 is not ours");
+    }
+
+    #[test]
+    fn completion_flags_by_kind() {
+        assert_eq!(OpKind::Send.flags(), FI_SEND | FI_MSG);
+        assert_eq!(OpKind::Recv.flags(), FI_RECV | FI_MSG);
+        assert_eq!(OpKind::Write.flags(), FI_RMA | FI_WRITE);
+        assert_eq!(OpKind::Read.flags(), FI_RMA | FI_READ);
+    }
+
+    #[test]
+    fn status_mapping() {
+        assert_eq!(status_to_err(wc_status::WR_FLUSH_ERR), FI_ECANCELED);
+        assert_eq!(status_to_err(wc_status::LOC_LEN_ERR), FI_ETRUNC);
+        assert_eq!(status_to_err(wc_status::REM_ACCESS_ERR), FI_EACCES);
+        assert_eq!(status_to_err(9999), FI_EIO);
+    }
+}

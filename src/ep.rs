@@ -1,0 +1,847 @@
+//! MSG endpoints over RC QPs (rdma-cm), passive endpoints and connection
+//! requests.
+//!
+//! States of an active endpoint: `Idle` → (`fi_enable`) `Enabled` →
+//! (`fi_connect`/`fi_accept`) `Connecting` → (`RDMA_CM_EVENT_ESTABLISHED`)
+//! `Connected` → (disconnect, from either side) `Shutdown`. Receives may be
+//! posted from `Enabled` on; sends, RMA and atomics need `Connected`.
+//!
+//! CM private data travels behind a one-byte length header, the layout
+//! libfabric's own verbs provider uses, so the two interoperate.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Weak};
+
+use once_cell::sync::OnceCell;
+use parking_lot::Mutex;
+
+use crate::capi::consts::*;
+use crate::cq::{Cq, CqErr, OpKind};
+use crate::domain::Domain;
+use crate::eq::{CmHandler, Eq, EqEntry, EqErr};
+use crate::error::{FiError, FiResult};
+use crate::fabric::{Fabric, Hold};
+use crate::info::{Info, CM_DATA_SIZE};
+use crate::mr::lkey_of;
+use crate::verbs::cm::{CmEvent, CmEventKind, CmId, ConnParam};
+use crate::verbs::{send_flags, Iov, QpCaps, SendOp};
+
+/// Encodes application CM data behind its length byte.
+pub fn cm_data_encode(data: &[u8]) -> FiResult<Vec<u8>> {
+    if data.len() > CM_DATA_SIZE {
+        return crate::fail!(FiError::INVAL, "CM data of {} bytes exceeds FI_OPT_CM_DATA_SIZE ({CM_DATA_SIZE})", data.len());
+    }
+    let mut v = Vec::with_capacity(data.len() + 1);
+    v.push(data.len() as u8);
+    v.extend_from_slice(data);
+    Ok(v)
+}
+
+/// Decodes CM data received from a peer. Malformed data (a length beyond what
+/// arrived) is treated as none: a peer cannot make us read past the buffer.
+pub fn cm_data_decode(raw: &[u8]) -> Vec<u8> {
+    match raw.split_first() {
+        Some((&len, rest)) if (len as usize) <= rest.len() && (len as usize) <= CM_DATA_SIZE => rest[..len as usize].to_vec(),
+        Some((&len, rest)) => {
+            tracing::warn!("ignoring malformed CM data: header says {len} bytes, {} arrived", rest.len());
+            Vec::new()
+        }
+        None => Vec::new(),
+    }
+}
+
+/// A connection request, waiting for `fi_endpoint` + `fi_accept` or `fi_reject`.
+#[derive(Debug)]
+pub struct ConnReq {
+    id: Mutex<Option<CmId>>,
+    initiator_depth: u8,
+    responder_resources: u8,
+}
+
+impl ConnReq {
+    fn take_id(&self) -> Option<CmId> {
+        self.id.lock().take()
+    }
+
+    /// `fi_reject`.
+    pub fn reject(&self, data: &[u8]) -> FiResult<()> {
+        let enc = cm_data_encode(data)?;
+        let Some(id) = self.take_id() else {
+            return crate::fail!(FiError::INVAL, "fi_reject: connection request already answered");
+        };
+        id.reject(&enc).map_err(|e| {
+            tracing::warn!("fi_reject: rdma_reject failed: errno {e}");
+            FiError::from_errno(e)
+        })
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u32)]
+pub enum EpState {
+    Idle = 0,
+    Enabled = 1,
+    Connecting = 2,
+    Connected = 3,
+    Shutdown = 4,
+}
+
+impl EpState {
+    fn from_u32(v: u32) -> EpState {
+        match v {
+            1 => EpState::Enabled,
+            2 => EpState::Connecting,
+            3 => EpState::Connected,
+            4 => EpState::Shutdown,
+            _ => EpState::Idle,
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct Binds {
+    tx_cq: Option<(Hold<Cq>, bool)>,
+    rx_cq: Option<(Hold<Cq>, bool)>,
+    eq: Option<(Hold<Eq>, u64)>,
+}
+
+/// The data path of an enabled endpoint (immutable once set).
+#[derive(Debug)]
+struct Path {
+    tx_cq: Option<Arc<Cq>>,
+    rx_cq: Option<Arc<Cq>>,
+    tx_selective: bool,
+    rx_selective: bool,
+    inline_max: usize,
+    /// Hidden CQ for a direction the application did not bind.
+    _hidden: Option<Arc<crate::verbs::Cq>>,
+}
+
+/// An active MSG endpoint.
+pub struct MsgEp {
+    pub domain: Hold<Domain>,
+    pub info: Info,
+    id: CmId,
+    /// true when created from a connection request (the passive side).
+    from_connreq: bool,
+    connreq_depth: (u8, u8),
+    state: AtomicU32,
+    /// The C `struct fid_ep *`, reported in CM events.
+    fid: AtomicUsize,
+    binds: Mutex<Binds>,
+    path: OnceCell<Path>,
+    tx_op_flags: AtomicU64,
+    rx_op_flags: AtomicU64,
+    /// Serialises control operations (enable/connect/accept/shutdown/close).
+    ctl: Mutex<()>,
+    self_ref: OnceCell<Weak<MsgEp>>,
+}
+
+impl std::fmt::Debug for MsgEp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MsgEp").field("state", &self.state()).finish()
+    }
+}
+
+fn ioerr(e: i32) -> std::io::Error {
+    std::io::Error::from_raw_os_error(e)
+}
+
+impl MsgEp {
+    /// `fi_endpoint` for `FI_EP_MSG`.
+    pub fn open(domain: &Arc<Domain>, info: &Info) -> FiResult<Arc<MsgEp>> {
+        if info.ep.type_ != FI_EP_MSG {
+            return crate::fail!(FiError::INVAL, "fi_endpoint: endpoint type {} is not FI_EP_MSG", info.ep.type_);
+        }
+        let (id, from_connreq, depth) = if let Some(req) = &info.handle {
+            let Some(id) = req.take_id() else {
+                return crate::fail!(FiError::INVAL, "fi_endpoint: connection request already used or rejected");
+            };
+            (id, true, (req.initiator_depth, req.responder_resources))
+        } else {
+            let id = CmId::new_sync().map_err(FiError::from_errno)?;
+            if let Some(dst) = &info.dest_addr {
+                let src = info.src_addr.filter(|s| !s.ip().is_unspecified());
+                if let Err(e) = id.resolve_addr(src.as_ref(), dst, 2000) {
+                    return crate::fail!(FiError::from_errno(e), "fi_endpoint: cannot resolve {dst}: {}", ioerr(e));
+                }
+                if let Err(e) = id.resolve_route(2000) {
+                    return crate::fail!(FiError::from_errno(e), "fi_endpoint: cannot resolve a route to {dst}: {}", ioerr(e));
+                }
+            } else if let Some(src) = &info.src_addr {
+                if let Err(e) = id.bind_addr(src) {
+                    return crate::fail!(FiError::from_errno(e), "fi_endpoint: cannot bind {src}: {}", ioerr(e));
+                }
+            }
+            (id, false, (0, 0))
+        };
+        if let Some(dev) = id.device() {
+            if !Arc::ptr_eq(&dev, &domain.dev) {
+                return crate::fail!(
+                    FiError::INVAL,
+                    "fi_endpoint: the address is on device {}, the domain on {}",
+                    dev.name(),
+                    domain.dev.name()
+                );
+            }
+        }
+        let ep = Arc::new(MsgEp {
+            domain: Hold::new(domain),
+            info: info.clone(),
+            id,
+            from_connreq,
+            connreq_depth: depth,
+            state: AtomicU32::new(EpState::Idle as u32),
+            fid: AtomicUsize::new(0),
+            binds: Mutex::new(Binds::default()),
+            path: OnceCell::new(),
+            tx_op_flags: AtomicU64::new(info.tx.op_flags),
+            rx_op_flags: AtomicU64::new(info.rx.op_flags),
+            ctl: Mutex::new(()),
+            self_ref: OnceCell::new(),
+        });
+        let _ = ep.self_ref.set(Arc::downgrade(&ep));
+        Ok(ep)
+    }
+
+    pub fn set_fid(&self, fid: usize) {
+        self.fid.store(fid, Ordering::Release);
+    }
+
+    pub fn state(&self) -> EpState {
+        EpState::from_u32(self.state.load(Ordering::Acquire))
+    }
+
+    fn set_state(&self, s: EpState) {
+        self.state.store(s as u32, Ordering::Release);
+    }
+
+    /// `fi_ep_bind` to a CQ.
+    pub fn bind_cq(&self, cq: &Arc<Cq>, flags: u64) -> FiResult<()> {
+        let _g = self.ctl.lock();
+        if self.state() != EpState::Idle {
+            return crate::fail!(FiError::OPBADSTATE, "fi_ep_bind: endpoint already enabled");
+        }
+        if !Arc::ptr_eq(cq.domain.get(), self.domain.get()) {
+            return crate::fail!(FiError::DOMAIN, "fi_ep_bind: CQ belongs to another domain");
+        }
+        if flags & !(FI_TRANSMIT | FI_RECV | FI_SELECTIVE_COMPLETION) != 0 {
+            return crate::fail!(FiError::BADFLAGS, "fi_ep_bind: unsupported CQ bind flags {flags:#x}");
+        }
+        if flags & (FI_TRANSMIT | FI_RECV) == 0 {
+            return crate::fail!(FiError::BADFLAGS, "fi_ep_bind: CQ bind needs FI_TRANSMIT and/or FI_RECV");
+        }
+        let sel = flags & FI_SELECTIVE_COMPLETION != 0;
+        let mut b = self.binds.lock();
+        if (flags & FI_TRANSMIT != 0 && b.tx_cq.is_some()) || (flags & FI_RECV != 0 && b.rx_cq.is_some()) {
+            return crate::fail!(FiError::INVAL, "fi_ep_bind: a CQ is already bound for that direction");
+        }
+        if flags & FI_TRANSMIT != 0 {
+            b.tx_cq = Some((Hold::new(cq), sel));
+        }
+        if flags & FI_RECV != 0 {
+            b.rx_cq = Some((Hold::new(cq), sel));
+        }
+        Ok(())
+    }
+
+    /// `fi_ep_bind` to an EQ.
+    pub fn bind_eq(self: &Arc<Self>, eq: &Arc<Eq>, flags: u64) -> FiResult<()> {
+        let _g = self.ctl.lock();
+        if flags != 0 {
+            return crate::fail!(FiError::BADFLAGS, "fi_ep_bind: unsupported EQ bind flags {flags:#x}");
+        }
+        if !Arc::ptr_eq(eq.fabric.get(), self.domain.fabric.get()) {
+            return crate::fail!(FiError::INVAL, "fi_ep_bind: EQ belongs to another fabric");
+        }
+        let mut b = self.binds.lock();
+        if b.eq.is_some() {
+            return crate::fail!(FiError::INVAL, "fi_ep_bind: an EQ is already bound");
+        }
+        let weak: Weak<dyn CmHandler> = Arc::downgrade(self) as Weak<dyn CmHandler>;
+        let token = eq.register(weak);
+        self.id.set_token(token);
+        if let Err(e) = self.id.migrate(&eq.channel) {
+            eq.unregister(token);
+            return crate::fail!(FiError::from_errno(e), "fi_ep_bind: rdma_migrate_id failed: {}", ioerr(e));
+        }
+        b.eq = Some((Hold::new(eq), token));
+        Ok(())
+    }
+
+    /// `fi_enable`: creates the QP.
+    pub fn enable(&self) -> FiResult<()> {
+        let _g = self.ctl.lock();
+        if self.state() != EpState::Idle {
+            return crate::fail!(FiError::OPBADSTATE, "fi_enable: endpoint already enabled");
+        }
+        let b = self.binds.lock();
+        if b.eq.is_none() {
+            return crate::fail!(FiError::NOEQ, "fi_enable: MSG endpoints need an EQ bound first");
+        }
+        if b.tx_cq.is_none() && b.rx_cq.is_none() {
+            return crate::fail!(FiError::NOCQ, "fi_enable: no CQ bound");
+        }
+        let d = self.domain.get();
+        let tx_size = self.info.tx.size.max(1);
+        let rx_size = self.info.rx.size.max(1);
+        let dev_inline = d.dev.max_inline() as usize;
+        let inline = self.info.tx.inject_size.min(dev_inline);
+        let caps = QpCaps {
+            max_send_wr: tx_size as u32,
+            max_recv_wr: rx_size as u32,
+            max_send_sge: self.info.tx.iov_limit.max(1) as u32,
+            max_recv_sge: self.info.rx.iov_limit.max(1) as u32,
+            max_inline: inline as u32,
+        };
+        let tx_cq = b.tx_cq.as_ref().map(|(c, s)| (c.get().clone(), *s));
+        let rx_cq = b.rx_cq.as_ref().map(|(c, s)| (c.get().clone(), *s));
+        drop(b);
+        // Reserve CQ room for every request that can be outstanding.
+        let same = matches!((&tx_cq, &rx_cq), (Some((a, _)), Some((b, _))) if Arc::ptr_eq(a, b));
+        if let Some((c, _)) = &tx_cq {
+            c.commit(if same { tx_size + rx_size } else { tx_size })?;
+        }
+        if let (Some((c, _)), false) = (&rx_cq, same) {
+            if let Err(e) = c.commit(rx_size) {
+                if let Some((t, _)) = &tx_cq {
+                    t.uncommit(tx_size);
+                }
+                return Err(e);
+            }
+        }
+        let uncommit = || {
+            if let Some((c, _)) = &tx_cq {
+                c.uncommit(if same { tx_size + rx_size } else { tx_size });
+            }
+            if let (Some((c, _)), false) = (&rx_cq, same) {
+                c.uncommit(rx_size);
+            }
+        };
+        let hidden = if tx_cq.is_none() || rx_cq.is_none() {
+            let n = if tx_cq.is_none() { tx_size } else { rx_size };
+            match d.dev.create_cq(n as i32, None) {
+                Ok(c) => Some(Arc::new(c)),
+                Err(e) => {
+                    uncommit();
+                    return crate::fail!(FiError::from_errno(e), "fi_enable: ibv_create_cq failed: errno {e}");
+                }
+            }
+        } else {
+            None
+        };
+        let scq: &crate::verbs::Cq = tx_cq.as_ref().map(|(c, _)| &c.cq).unwrap_or_else(|| hidden.as_ref().expect("hidden"));
+        let rcq: &crate::verbs::Cq = rx_cq.as_ref().map(|(c, _)| &c.cq).unwrap_or_else(|| hidden.as_ref().expect("hidden"));
+        let mut keep: Vec<Arc<dyn Send + Sync>> = Vec::new();
+        if let Some((c, _)) = &tx_cq {
+            keep.push(c.clone());
+        }
+        if let Some((c, _)) = &rx_cq {
+            keep.push(c.clone());
+        }
+        if let Some(h) = &hidden {
+            keep.push(h.clone());
+        }
+        let qp = match self.id.create_qp(&d.pd, scq, rcq, caps, keep) {
+            Ok(q) => q,
+            Err(e) => {
+                uncommit();
+                return crate::fail!(
+                    FiError::from_errno(e),
+                    "fi_enable: rdma_create_qp(send {tx_size}, recv {rx_size}, inline {inline}) failed: {}",
+                    ioerr(e)
+                );
+            }
+        };
+        let inline_max = (qp.caps.max_inline as usize).min(inline);
+        let _ = self.path.set(Path {
+            tx_selective: tx_cq.as_ref().is_some_and(|(_, s)| *s),
+            rx_selective: rx_cq.as_ref().is_some_and(|(_, s)| *s),
+            tx_cq: tx_cq.map(|(c, _)| c),
+            rx_cq: rx_cq.map(|(c, _)| c),
+            inline_max,
+            _hidden: hidden,
+        });
+        self.set_state(EpState::Enabled);
+        Ok(())
+    }
+
+    fn conn_param<'a>(&self, data: &'a [u8]) -> ConnParam<'a> {
+        let a = &self.domain.attr;
+        let (init, resp) = if self.from_connreq {
+            // Answer with no more than the peer asked for and the device allows.
+            (
+                (self.connreq_depth.1 as i32).min(a.max_qp_init_rd_atom) as u8,
+                (self.connreq_depth.0 as i32).min(a.max_qp_rd_atom) as u8,
+            )
+        } else {
+            (a.max_qp_init_rd_atom.clamp(0, 255) as u8, a.max_qp_rd_atom.clamp(0, 255) as u8)
+        };
+        ConnParam { private_data: data, responder_resources: resp, initiator_depth: init, retry_count: 7, rnr_retry_count: 7 }
+    }
+
+    /// `fi_connect`.
+    pub fn connect(&self, addr: Option<SocketAddr>, data: &[u8]) -> FiResult<()> {
+        let enc = cm_data_encode(data)?;
+        let _g = self.ctl.lock();
+        if self.from_connreq {
+            return crate::fail!(FiError::INVAL, "fi_connect: endpoint was created from a connection request; use fi_accept");
+        }
+        match self.state() {
+            EpState::Enabled => {}
+            EpState::Idle => return crate::fail!(FiError::OPBADSTATE, "fi_connect: endpoint not enabled"),
+            _ => return crate::fail!(FiError::ISCONN, "fi_connect: endpoint already connecting or connected"),
+        }
+        let peer = self.id.peer_addr().filter(|p| !p.ip().is_unspecified());
+        match (addr, peer) {
+            (Some(a), Some(p)) if a != p => {
+                return crate::fail!(FiError::INVAL, "fi_connect: endpoint was opened for {p}, not {a}");
+            }
+            (None, None) => return crate::fail!(FiError::INVAL, "fi_connect: no destination address"),
+            (Some(_), None) => {
+                return crate::fail!(FiError::INVAL, "fi_connect: open the endpoint with info->dest_addr set (the QP needs the route)");
+            }
+            _ => {}
+        }
+        self.set_state(EpState::Connecting);
+        if let Err(e) = self.id.connect(&self.conn_param(&enc)) {
+            self.set_state(EpState::Enabled);
+            return crate::fail!(FiError::from_errno(e), "fi_connect: rdma_connect failed: {}", ioerr(e));
+        }
+        Ok(())
+    }
+
+    /// `fi_accept`.
+    pub fn accept(&self, data: &[u8]) -> FiResult<()> {
+        let enc = cm_data_encode(data)?;
+        let _g = self.ctl.lock();
+        if !self.from_connreq {
+            return crate::fail!(FiError::INVAL, "fi_accept: endpoint was not created from a connection request");
+        }
+        match self.state() {
+            EpState::Enabled => {}
+            EpState::Idle => return crate::fail!(FiError::OPBADSTATE, "fi_accept: endpoint not enabled"),
+            _ => return crate::fail!(FiError::ISCONN, "fi_accept: already accepted"),
+        }
+        self.set_state(EpState::Connecting);
+        if let Err(e) = self.id.accept(&self.conn_param(&enc)) {
+            self.set_state(EpState::Enabled);
+            return crate::fail!(FiError::from_errno(e), "fi_accept: rdma_accept failed: {}", ioerr(e));
+        }
+        Ok(())
+    }
+
+    /// `fi_shutdown`.
+    pub fn shutdown(&self, flags: u64) -> FiResult<()> {
+        if flags != 0 {
+            return crate::fail!(FiError::BADFLAGS, "fi_shutdown: flags must be 0");
+        }
+        let _g = self.ctl.lock();
+        match self.state() {
+            EpState::Connected | EpState::Connecting => {
+                if let Err(e) = self.id.disconnect() {
+                    tracing::info!("fi_shutdown: rdma_disconnect: {}", ioerr(e));
+                }
+                self.set_state(EpState::Shutdown);
+                Ok(())
+            }
+            EpState::Shutdown => Ok(()),
+            _ => crate::fail!(FiError::NOTCONN, "fi_shutdown: endpoint not connected"),
+        }
+    }
+
+    pub fn local_addr(&self) -> Option<SocketAddr> {
+        self.id.local_addr().or(self.info.src_addr)
+    }
+
+    pub fn peer_addr(&self) -> Option<SocketAddr> {
+        self.id.peer_addr().filter(|p| !p.ip().is_unspecified()).or(self.info.dest_addr)
+    }
+
+    /// `fi_close`: disconnects and releases everything; completions still in
+    /// the CQs for this endpoint are flushed with errors by the device.
+    pub fn close(&self) -> FiResult<()> {
+        let _g = self.ctl.lock();
+        if matches!(self.state(), EpState::Connected | EpState::Connecting) {
+            let _ = self.id.disconnect();
+        }
+        if let Some(qp) = self.id.qp() {
+            let _ = qp.to_error();
+        }
+        self.set_state(EpState::Shutdown);
+        let mut b = self.binds.lock();
+        if let Some((eq, token)) = b.eq.take() {
+            eq.unregister(token);
+        }
+        let tx_size = self.info.tx.size.max(1);
+        let rx_size = self.info.rx.size.max(1);
+        if self.path.get().is_some() {
+            let same = matches!((&b.tx_cq, &b.rx_cq), (Some((a, _)), Some((c, _))) if Arc::ptr_eq(a.get(), c.get()));
+            if let Some((c, _)) = &b.tx_cq {
+                c.uncommit(if same { tx_size + rx_size } else { tx_size });
+            }
+            if let (Some((c, _)), false) = (&b.rx_cq, same) {
+                c.uncommit(rx_size);
+            }
+        }
+        b.tx_cq = None;
+        b.rx_cq = None;
+        Ok(())
+    }
+
+    // ---- data path ----
+
+    fn path(&self) -> FiResult<(&Path, &crate::verbs::Qp)> {
+        match (self.path.get(), self.id.qp()) {
+            (Some(p), Some(q)) => Ok((p, q)),
+            _ => crate::fail!(FiError::OPBADSTATE, "endpoint not enabled"),
+        }
+    }
+
+    fn check_connected(&self) -> FiResult<()> {
+        match self.state() {
+            EpState::Connected => Ok(()),
+            EpState::Shutdown => crate::fail!(FiError::NOTCONN, "endpoint is shut down"),
+            s => crate::fail!(FiError::OPBADSTATE, "endpoint not connected ({s:?})"),
+        }
+    }
+
+    pub fn tx_op_flags(&self) -> u64 {
+        self.tx_op_flags.load(Ordering::Relaxed)
+    }
+    pub fn rx_op_flags(&self) -> u64 {
+        self.rx_op_flags.load(Ordering::Relaxed)
+    }
+    pub fn set_tx_op_flags(&self, f: u64) {
+        self.tx_op_flags.store(f, Ordering::Relaxed)
+    }
+    pub fn set_rx_op_flags(&self, f: u64) {
+        self.rx_op_flags.store(f, Ordering::Relaxed)
+    }
+    pub fn inject_size(&self) -> usize {
+        self.path.get().map_or(self.info.tx.inject_size, |p| p.inline_max)
+    }
+
+    fn post_err(e: i32, what: &str) -> FiError {
+        if e == libc::ENOMEM || e == libc::EAGAIN {
+            FiError::AGAIN
+        } else {
+            tracing::warn!("{what}: post failed: {}", ioerr(e));
+            FiError::from_errno(e)
+        }
+    }
+
+    /// Posts a send-queue operation. `iov` carries the local buffers (already
+    /// checked and keyed), `flags` the libfabric op flags in force.
+    #[allow(clippy::too_many_arguments)]
+    pub fn post_tx(
+        &self,
+        op: SendOp,
+        kind: OpKind,
+        iov: &[Iov],
+        descs_ok: bool,
+        total: usize,
+        ctx: u64,
+        flags: u64,
+        no_completion: bool,
+    ) -> FiResult<()> {
+        let (p, qp) = self.path()?;
+        self.check_connected()?;
+        if iov.len() > self.info.tx.iov_limit.max(1) {
+            return crate::fail!(FiError::INVAL, "too many iovs: {} > iov_limit {}", iov.len(), self.info.tx.iov_limit);
+        }
+        if total > self.info.ep.max_msg_size {
+            return crate::fail!(FiError::MSGSIZE, "message of {total} bytes exceeds max_msg_size {}", self.info.ep.max_msg_size);
+        }
+        let Some(cq) = &p.tx_cq else {
+            return crate::fail!(FiError::NOCQ, "no transmit CQ bound");
+        };
+        let inject = flags & FI_INJECT != 0;
+        let mut vflags = send_flags::SIGNALED;
+        if inject || (total <= p.inline_max && matches!(kind, OpKind::Send | OpKind::Write)) {
+            if total > p.inline_max {
+                return crate::fail!(FiError::MSGSIZE, "inject of {total} bytes exceeds inject_size {}", p.inline_max);
+            }
+            if total > 0 {
+                vflags |= send_flags::INLINE;
+            }
+        } else if !descs_ok {
+            return crate::fail!(FiError::INVAL, "missing memory descriptor for a {total}-byte buffer (FI_MR_LOCAL)");
+        }
+        if flags & FI_FENCE != 0 {
+            vflags |= send_flags::FENCE;
+        }
+        let silent = no_completion || (p.tx_selective && flags & FI_COMPLETION == 0);
+        let wr_id = cq.wr_id(kind, ctx, silent);
+        qp.post_send(wr_id, op, iov, vflags).map_err(|e| Self::post_err(e, "send queue"))
+    }
+
+    /// Posts a receive.
+    pub fn post_rx(&self, iov: &[Iov], descs_ok: bool, ctx: u64, flags: u64) -> FiResult<()> {
+        let (p, qp) = self.path()?;
+        if self.state() == EpState::Shutdown {
+            return crate::fail!(FiError::NOTCONN, "fi_recv: endpoint is shut down");
+        }
+        if iov.len() > self.info.rx.iov_limit.max(1) {
+            return crate::fail!(FiError::INVAL, "too many iovs: {} > iov_limit {}", iov.len(), self.info.rx.iov_limit);
+        }
+        if !descs_ok {
+            return crate::fail!(FiError::INVAL, "fi_recv: missing memory descriptor (FI_MR_LOCAL)");
+        }
+        let Some(cq) = &p.rx_cq else {
+            return crate::fail!(FiError::NOCQ, "no receive CQ bound");
+        };
+        let silent = p.rx_selective && flags & FI_COMPLETION == 0;
+        let wr_id = cq.wr_id(OpKind::Recv, ctx, silent);
+        qp.post_recv(wr_id, iov).map_err(|e| Self::post_err(e, "receive queue"))
+    }
+
+    /// Pushes an error completion made locally (e.g. for an op refused after posting began).
+    pub fn tx_error(&self, e: CqErr) {
+        if let Some(Some(cq)) = self.path.get().map(|p| p.tx_cq.as_ref()) {
+            cq.push_error(e);
+        }
+    }
+}
+
+/// Converts an application descriptor to a local key (`None` for a NULL descriptor).
+pub fn desc_lkey(desc: u64) -> FiResult<Option<u32>> {
+    if desc == 0 {
+        return Ok(None);
+    }
+    match lkey_of(desc) {
+        Some(k) => Ok(Some(k)),
+        None => crate::fail!(FiError::INVAL, "invalid memory descriptor {desc:#x} (not from fi_mr_desc of this provider)"),
+    }
+}
+
+impl CmHandler for MsgEp {
+    fn on_cm_event(&self, ev: CmEvent) -> Option<Result<EqEntry, EqErr>> {
+        let fid = self.fid.load(Ordering::Acquire);
+        match ev.kind {
+            CmEventKind::Established => {
+                self.set_state(EpState::Connected);
+                Some(Ok(EqEntry::Cm { event: FI_CONNECTED, fid, info: None, data: cm_data_decode(&ev.private_data) }))
+            }
+            CmEventKind::Disconnected => {
+                self.set_state(EpState::Shutdown);
+                if let Some(qp) = self.id.qp() {
+                    // Flush what is still posted, so every operation completes (in error).
+                    let _ = qp.to_error();
+                }
+                Some(Ok(EqEntry::Cm { event: FI_SHUTDOWN, fid, info: None, data: Vec::new() }))
+            }
+            CmEventKind::Rejected => {
+                self.set_state(EpState::Enabled);
+                Some(Err(EqErr {
+                    fid,
+                    err: FI_ECONNREFUSED,
+                    prov_errno: ev.status,
+                    err_data: cm_data_decode(&ev.private_data),
+                    ..Default::default()
+                }))
+            }
+            CmEventKind::Unreachable | CmEventKind::ConnectError | CmEventKind::AddrError | CmEventKind::RouteError => {
+                self.set_state(EpState::Shutdown);
+                let err = if ev.kind == CmEventKind::Unreachable { FI_EHOSTUNREACH } else { FI_ECONNABORTED };
+                tracing::info!("endpoint: connection failed: {:?} (status {})", ev.kind, ev.status);
+                Some(Err(EqErr { fid, err, prov_errno: ev.status, ..Default::default() }))
+            }
+            CmEventKind::DeviceRemoval => {
+                self.set_state(EpState::Shutdown);
+                Some(Err(EqErr { fid, err: FI_ENODEV, prov_errno: ev.status, ..Default::default() }))
+            }
+            _ => {
+                tracing::debug!("endpoint: ignoring CM event {:?}", ev.kind);
+                None
+            }
+        }
+    }
+}
+
+/// A passive (listening) endpoint.
+pub struct Pep {
+    pub fabric: Hold<Fabric>,
+    pub info: Info,
+    id: CmId,
+    fid: AtomicUsize,
+    eq: Mutex<Option<(Hold<Eq>, u64)>>,
+    listening: AtomicU32,
+    bound: AtomicU32,
+    backlog: AtomicU32,
+}
+
+impl std::fmt::Debug for Pep {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pep").field("addr", &self.id.local_addr()).finish()
+    }
+}
+
+impl Pep {
+    /// `fi_passive_ep`.
+    pub fn open(fabric: &Arc<Fabric>, info: &Info) -> FiResult<Arc<Pep>> {
+        if info.ep.type_ != FI_EP_MSG && info.ep.type_ != FI_EP_UNSPEC {
+            return crate::fail!(FiError::INVAL, "fi_passive_ep: endpoint type {} is not FI_EP_MSG", info.ep.type_);
+        }
+        let id = CmId::new_sync().map_err(FiError::from_errno)?;
+        let pep = Pep {
+            fabric: Hold::new(fabric),
+            info: info.clone(),
+            id,
+            fid: AtomicUsize::new(0),
+            eq: Mutex::new(None),
+            listening: AtomicU32::new(0),
+            bound: AtomicU32::new(0),
+            backlog: AtomicU32::new(1024),
+        };
+        if let Some(src) = info.src_addr {
+            pep.bind(&src)?;
+        }
+        Ok(Arc::new(pep))
+    }
+
+    fn bind(&self, addr: &SocketAddr) -> FiResult<()> {
+        if let Err(e) = self.id.bind_addr(addr) {
+            return crate::fail!(FiError::from_errno(e), "passive endpoint: cannot bind {addr}: {}", ioerr(e));
+        }
+        self.bound.store(1, Ordering::Release);
+        Ok(())
+    }
+
+    pub fn set_fid(&self, fid: usize) {
+        self.fid.store(fid, Ordering::Release);
+    }
+
+    /// `fi_setname`: binds the listening address (before `fi_listen`).
+    pub fn setname(&self, addr: &SocketAddr) -> FiResult<()> {
+        if self.bound.load(Ordering::Acquire) != 0 {
+            return crate::fail!(FiError::INVAL, "fi_setname: passive endpoint already has an address");
+        }
+        self.bind(addr)
+    }
+
+    pub fn set_backlog(&self, n: u32) {
+        self.backlog.store(n.max(1), Ordering::Relaxed);
+    }
+
+    pub fn bind_eq(self: &Arc<Self>, eq: &Arc<Eq>, flags: u64) -> FiResult<()> {
+        if flags != 0 {
+            return crate::fail!(FiError::BADFLAGS, "fi_pep_bind: unsupported flags {flags:#x}");
+        }
+        let mut slot = self.eq.lock();
+        if slot.is_some() {
+            return crate::fail!(FiError::INVAL, "fi_pep_bind: an EQ is already bound");
+        }
+        let weak: Weak<dyn CmHandler> = Arc::downgrade(self) as Weak<dyn CmHandler>;
+        let token = eq.register(weak);
+        self.id.set_token(token);
+        if let Err(e) = self.id.migrate(&eq.channel) {
+            eq.unregister(token);
+            return crate::fail!(FiError::from_errno(e), "fi_pep_bind: rdma_migrate_id failed: {}", ioerr(e));
+        }
+        *slot = Some((Hold::new(eq), token));
+        Ok(())
+    }
+
+    /// `fi_listen`.
+    pub fn listen(&self) -> FiResult<()> {
+        if self.eq.lock().is_none() {
+            return crate::fail!(FiError::NOEQ, "fi_listen: bind an EQ first");
+        }
+        if self.listening.swap(1, Ordering::AcqRel) != 0 {
+            return crate::fail!(FiError::ALREADY, "fi_listen: already listening");
+        }
+        if self.bound.load(Ordering::Acquire) == 0 {
+            self.bind(&SocketAddr::from(([0, 0, 0, 0], 0)))?;
+        }
+        if let Err(e) = self.id.listen(self.backlog.load(Ordering::Relaxed) as i32) {
+            self.listening.store(0, Ordering::Release);
+            return crate::fail!(FiError::from_errno(e), "fi_listen: rdma_listen failed: {}", ioerr(e));
+        }
+        Ok(())
+    }
+
+    pub fn local_addr(&self) -> Option<SocketAddr> {
+        self.id.local_addr()
+    }
+
+    pub fn close(&self) -> FiResult<()> {
+        if let Some((eq, token)) = self.eq.lock().take() {
+            eq.unregister(token);
+        }
+        Ok(())
+    }
+}
+
+impl CmHandler for Pep {
+    fn on_cm_event(&self, mut ev: CmEvent) -> Option<Result<EqEntry, EqErr>> {
+        let fid = self.fid.load(Ordering::Acquire);
+        match ev.kind {
+            CmEventKind::ConnectRequest => {
+                let id = ev.new_id.take()?;
+                let mut info = self.info.clone();
+                info.src_addr = id.local_addr().or(info.src_addr);
+                info.dest_addr = id.peer_addr();
+                info.ep.type_ = FI_EP_MSG;
+                if let Some(dev) = id.device() {
+                    info.domain.name = Some(dev.name().to_string());
+                }
+                let req = Arc::new(ConnReq {
+                    id: Mutex::new(Some(id)),
+                    initiator_depth: ev.initiator_depth,
+                    responder_resources: ev.responder_resources,
+                });
+                info.handle = Some(req);
+                Some(Ok(EqEntry::Cm {
+                    event: FI_CONNREQ,
+                    fid,
+                    info: Some(Box::new(info)),
+                    data: cm_data_decode(&ev.private_data),
+                }))
+            }
+            CmEventKind::DeviceRemoval => Some(Err(EqErr { fid, err: FI_ENODEV, prov_errno: ev.status, ..Default::default() })),
+            _ => {
+                tracing::debug!("passive endpoint: ignoring CM event {:?}", ev.kind);
+                None
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cm_data_roundtrip_and_limits() {
+        let d = b"hello";
+        let e = cm_data_encode(d).unwrap();
+        assert_eq!(e[0], 5);
+        assert_eq!(cm_data_decode(&e), d.to_vec());
+        // rdma-cm pads private data with zeros up to its fixed size.
+        let mut padded = e.clone();
+        padded.resize(56, 0);
+        assert_eq!(cm_data_decode(&padded), d.to_vec());
+        assert_eq!(cm_data_encode(&[0u8; CM_DATA_SIZE + 1]).unwrap_err(), FiError::INVAL);
+        assert!(cm_data_encode(&[0u8; CM_DATA_SIZE]).is_ok());
+        assert_eq!(cm_data_decode(&[]), Vec::<u8>::new());
+    }
+
+    #[test]
+    fn hostile_cm_data_length_is_not_trusted() {
+        // Header claims 200 bytes, only 3 arrived.
+        assert_eq!(cm_data_decode(&[200, 1, 2, 3]), Vec::<u8>::new());
+        // Header claims more than the protocol allows.
+        let mut v = vec![255u8];
+        v.resize(256, 7);
+        assert_eq!(cm_data_decode(&v), Vec::<u8>::new());
+    }
+
+    #[test]
+    fn foreign_descriptors_are_refused() {
+        assert_eq!(desc_lkey(0), Ok(None));
+        assert_eq!(desc_lkey(crate::mr::desc_of(77)), Ok(Some(77)));
+        assert_eq!(desc_lkey(0xdead_beef), Err(FiError::INVAL));
+    }
+}

@@ -1,0 +1,689 @@
+//! `fi_getinfo` in safe Rust: the `Info` model (a Rust mirror of `struct
+//! fi_info` where 0/None means "unspecified", as in C), device discovery
+//! through rdma-cm, and the matching of hints against what the devices offer.
+
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+use std::sync::Arc;
+
+use crate::capi::consts::*;
+use crate::config;
+use crate::error::{FiError, FiResult};
+use crate::verbs::{self, cm::CmId, Context};
+
+/// Provider version, reported as `prov_version`: FI_VERSION(1000 + minor, patch) of
+/// the crate, so that libfabric (which keeps the highest version of each provider
+/// name) prefers rsverbs over its built-in verbs (117.0 for libfabric 1.17).
+pub const PROV_VERSION: u32 = FI_VERSION(1000, 1);
+/// The libfabric API version rsverbs implements.
+pub const API_VERSION: u32 = FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION);
+
+/// Bytes of CM private data an application may pass to connect/accept/reject.
+/// rdma-cm carries 56 bytes in a REQ on RoCE/IB; one goes to the length header
+/// (the layout libfabric's verbs provider uses, so the two interoperate).
+pub const CM_DATA_SIZE: usize = 55;
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TxAttr {
+    pub caps: u64,
+    pub mode: u64,
+    pub op_flags: u64,
+    pub msg_order: u64,
+    pub comp_order: u64,
+    pub inject_size: usize,
+    pub size: usize,
+    pub iov_limit: usize,
+    pub rma_iov_limit: usize,
+    pub tclass: u32,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RxAttr {
+    pub caps: u64,
+    pub mode: u64,
+    pub op_flags: u64,
+    pub msg_order: u64,
+    pub comp_order: u64,
+    pub total_buffered_recv: usize,
+    pub size: usize,
+    pub iov_limit: usize,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct EpAttr {
+    pub type_: u32,
+    pub protocol: u32,
+    pub protocol_version: u32,
+    pub max_msg_size: usize,
+    pub msg_prefix_size: usize,
+    pub max_order_raw_size: usize,
+    pub max_order_war_size: usize,
+    pub max_order_waw_size: usize,
+    pub mem_tag_format: u64,
+    pub tx_ctx_cnt: usize,
+    pub rx_ctx_cnt: usize,
+    pub auth_key_size: usize,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DomainAttr {
+    pub name: Option<String>,
+    pub threading: u32,
+    pub control_progress: u32,
+    pub data_progress: u32,
+    pub resource_mgmt: u32,
+    pub av_type: u32,
+    pub mr_mode: i32,
+    pub mr_key_size: usize,
+    pub cq_data_size: usize,
+    pub cq_cnt: usize,
+    pub ep_cnt: usize,
+    pub tx_ctx_cnt: usize,
+    pub rx_ctx_cnt: usize,
+    pub max_ep_tx_ctx: usize,
+    pub max_ep_rx_ctx: usize,
+    pub max_ep_stx_ctx: usize,
+    pub max_ep_srx_ctx: usize,
+    pub cntr_cnt: usize,
+    pub mr_iov_limit: usize,
+    pub caps: u64,
+    pub mode: u64,
+    pub auth_key_size: usize,
+    pub max_err_data: usize,
+    pub mr_cnt: usize,
+    pub tclass: u32,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct FabricAttr {
+    pub name: Option<String>,
+    pub prov_name: Option<String>,
+    pub prov_version: u32,
+    pub api_version: u32,
+}
+
+/// A connection request handed to the application in an `FI_CONNREQ` event.
+pub use crate::ep::ConnReq;
+
+/// The Rust form of `struct fi_info`.
+#[derive(Debug, Clone, Default)]
+pub struct Info {
+    pub caps: u64,
+    pub mode: u64,
+    pub addr_format: u32,
+    pub src_addr: Option<SocketAddr>,
+    pub dest_addr: Option<SocketAddr>,
+    pub handle: Option<Arc<ConnReq>>,
+    pub tx: TxAttr,
+    pub rx: RxAttr,
+    pub ep: EpAttr,
+    pub domain: DomainAttr,
+    pub fabric: FabricAttr,
+}
+
+/// What `fi_getinfo` was asked.
+#[derive(Debug, Default)]
+pub struct Request {
+    pub version: u32,
+    pub node: Option<String>,
+    pub service: Option<String>,
+    pub flags: u64,
+    pub hints: Option<Info>,
+}
+
+/// Capabilities of MSG endpoints.
+pub const MSG_CAPS: u64 = FI_MSG
+    | FI_RMA
+    | FI_READ
+    | FI_WRITE
+    | FI_SEND
+    | FI_RECV
+    | FI_REMOTE_READ
+    | FI_REMOTE_WRITE
+    | FI_LOCAL_COMM
+    | FI_REMOTE_COMM;
+const SECONDARY_CAPS: u64 = FI_LOCAL_COMM | FI_REMOTE_COMM | FI_SOURCE;
+const TX_CAPS: u64 = FI_MSG | FI_RMA | FI_READ | FI_WRITE | FI_SEND;
+const RX_CAPS: u64 = FI_MSG | FI_RMA | FI_RECV | FI_REMOTE_READ | FI_REMOTE_WRITE;
+/// Message orderings an RC QP gives.
+pub const MSG_ORDER: u64 = FI_ORDER_RAR
+    | FI_ORDER_RAW
+    | FI_ORDER_RAS
+    | FI_ORDER_WAW
+    | FI_ORDER_WAS
+    | FI_ORDER_SAW
+    | FI_ORDER_SAS;
+/// The MR mode bits rsverbs needs: local descriptors, virtual addresses,
+/// allocated memory, provider keys.
+pub const MR_MODE: i32 = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
+/// Op flags accepted in `tx_attr/rx_attr.op_flags`.
+const OP_FLAGS: u64 = FI_COMPLETION
+    | FI_INJECT
+    | FI_INJECT_COMPLETE
+    | FI_TRANSMIT_COMPLETE
+    | FI_DELIVERY_COMPLETE
+    | FI_REMOTE_CQ_DATA
+    | FI_MORE
+    | FI_FENCE;
+
+/// Parses a numeric service (port) string.
+fn parse_port(service: Option<&str>) -> FiResult<Option<u16>> {
+    match service {
+        None => Ok(None),
+        Some(s) if s.is_empty() => Ok(None),
+        Some(s) => match s.parse::<u16>() {
+            Ok(p) => Ok(Some(p)),
+            Err(_) => crate::fail!(FiError::NODATA, "getinfo: service '{s}' is not a port number"),
+        },
+    }
+}
+
+/// Resolves `node` (host name or address) with `port`.
+fn resolve_node(node: &str, port: u16, numeric_only: bool) -> FiResult<SocketAddr> {
+    if let Ok(ip) = node.parse::<IpAddr>() {
+        return Ok(SocketAddr::new(ip, port));
+    }
+    if numeric_only {
+        return crate::fail!(FiError::NODATA, "getinfo: FI_NUMERICHOST but node '{node}' is not numeric");
+    }
+    let mut addrs: Vec<SocketAddr> = match (node, port).to_socket_addrs() {
+        Ok(a) => a.collect(),
+        Err(e) => return crate::fail!(FiError::NODATA, "getinfo: cannot resolve node '{node}': {e}"),
+    };
+    // Prefer IPv4, as most RDMA deployments are configured with it.
+    addrs.sort_by_key(|a| !a.is_ipv4());
+    addrs.into_iter().next().ok_or(FiError::NODATA)
+}
+
+/// An IP address that rdma-cm maps to an RDMA device.
+#[derive(Debug, Clone)]
+pub struct DevAddr {
+    pub ifname: String,
+    pub ip: IpAddr,
+    pub device: Arc<Context>,
+}
+
+/// Every interface address with an RDMA device behind it (as rdma-cm sees it),
+/// filtered by `FI_VERBS_IFACE`. Found by binding a throw-away cm id to each.
+pub fn rdma_addresses() -> Vec<DevAddr> {
+    let cfg = config::get();
+    let mut out = Vec::new();
+    for ifa in crate::sys::interface_addrs() {
+        if !ifa.up {
+            continue;
+        }
+        if let Some(want) = &cfg.iface {
+            if !ifa.name.starts_with(want.as_str()) {
+                continue;
+            }
+        }
+        if let IpAddr::V6(v6) = ifa.addr {
+            // Link-local IPv6 needs a scope id rdma-cm cannot route without; skip it.
+            if (v6.segments()[0] & 0xffc0) == 0xfe80 {
+                continue;
+            }
+        }
+        let Ok(id) = CmId::new_sync() else { continue };
+        if id.bind_addr(&SocketAddr::new(ifa.addr, 0)).is_err() {
+            continue;
+        }
+        if let Some(dev) = id.device() {
+            out.push(DevAddr { ifname: ifa.name.clone(), ip: ifa.addr, device: dev });
+        }
+    }
+    // IPv4 first, then in interface order.
+    out.sort_by_key(|d| !d.ip.is_ipv4());
+    out
+}
+
+/// The device behind a local IP address, if any.
+fn device_of_local(ip: IpAddr) -> Option<Arc<Context>> {
+    let id = CmId::new_sync().ok()?;
+    id.bind_addr(&SocketAddr::new(ip, 0)).ok()?;
+    id.device()
+}
+
+/// Resolves the route to `dst`: the local device and source address rdma-cm picks.
+pub fn route_to(src: Option<&SocketAddr>, dst: &SocketAddr) -> FiResult<(Arc<Context>, SocketAddr)> {
+    let id = CmId::new_sync().map_err(FiError::from_errno)?;
+    if let Err(e) = id.resolve_addr(src, dst, 2000) {
+        return crate::fail!(FiError::NODATA, "getinfo: no RDMA route to {dst}: {}", std::io::Error::from_raw_os_error(e));
+    }
+    let dev = id.device().ok_or(FiError::NODATA)?;
+    let local = id.local_addr().ok_or(FiError::NODATA)?;
+    let port = src.map_or(0, |s| s.port());
+    Ok((dev, SocketAddr::new(local.ip(), port)))
+}
+
+/// What one device offers (queried once per getinfo call).
+struct DevCaps {
+    dev: Arc<Context>,
+    attr: verbs::DeviceAttr,
+    port: verbs::PortAttr,
+    fabric_name: String,
+    max_inline: usize,
+}
+
+fn dev_caps(dev: &Arc<Context>) -> FiResult<DevCaps> {
+    let cfg = config::get();
+    let attr = dev.query_device().map_err(FiError::from_errno)?;
+    let port = dev.query_port(1).map_err(FiError::from_errno)?;
+    let gid = dev.query_gid(1, cfg.gid_idx).unwrap_or([0; 16]);
+    let prefix = u64::from_be_bytes(gid[0..8].try_into().expect("8 bytes"));
+    let mut max_inline = dev.max_inline() as usize;
+    if let Some(k) = cfg.inline_size {
+        max_inline = max_inline.min(k);
+    }
+    Ok(DevCaps { dev: dev.clone(), attr, port, fabric_name: format!("IB-0x{prefix:x}"), max_inline })
+}
+
+/// Checks the MR mode the application supports and returns the one to report
+/// (plus extra `info->mode` bits, for the pre-1.5 API's FI_LOCAL_MR).
+fn match_mr_mode(version: u32, hints: Option<&Info>, caps: u64) -> FiResult<(i32, u64)> {
+    // Remote-access bits only matter to applications that do RMA/atomics.
+    let needed = if caps & (FI_RMA | FI_ATOMIC) != 0 { MR_MODE } else { FI_MR_LOCAL };
+    let Some(h) = hints else {
+        return Ok(if FI_VERSION_LT(version, FI_VERSION(1, 5)) { (FI_MR_BASIC, FI_LOCAL_MR) } else { (needed, 0) });
+    };
+    let user = h.domain.mr_mode;
+    if FI_VERSION_LT(version, FI_VERSION(1, 5)) || user == FI_MR_BASIC {
+        // Old-style API: FI_MR_BASIC (or unspecified) plus the FI_LOCAL_MR mode bit.
+        if user == FI_MR_SCALABLE {
+            return crate::fail!(FiError::NODATA, "getinfo: FI_MR_SCALABLE is not supported by verbs");
+        }
+        if h.mode & FI_LOCAL_MR == 0 && h.domain.mode & FI_LOCAL_MR == 0 {
+            return crate::fail!(FiError::NODATA, "getinfo: verbs needs local MRs (mode FI_LOCAL_MR) with the pre-1.5 API");
+        }
+        return Ok((FI_MR_BASIC, FI_LOCAL_MR));
+    }
+    if user == FI_MR_SCALABLE {
+        return crate::fail!(FiError::NODATA, "getinfo: FI_MR_SCALABLE is not supported by verbs");
+    }
+    if user & needed != needed {
+        tracing::info!("getinfo: hints mr_mode {user:#x} lacks required bits {needed:#x}");
+        return Err(FiError::NODATA);
+    }
+    Ok((needed, 0))
+}
+
+fn over(hint: usize, max: usize, what: &str) -> FiResult<()> {
+    if hint > max {
+        tracing::info!("getinfo: hints ask {what} = {hint}, the device offers {max}");
+        return Err(FiError::NODATA);
+    }
+    Ok(())
+}
+
+fn pick(hint: usize, default: usize) -> usize {
+    if hint != 0 {
+        hint
+    } else {
+        default
+    }
+}
+
+/// Builds the info for one device and one address pair, or says why it doesn't fit.
+fn build_info(
+    req: &Request,
+    dc: &DevCaps,
+    src: Option<SocketAddr>,
+    dest: Option<SocketAddr>,
+) -> FiResult<Info> {
+    let cfg = config::get();
+    let h = req.hints.as_ref();
+    let hd = Info::default();
+    let hi = h.unwrap_or(&hd);
+
+    // Capabilities.
+    if hi.caps & !(MSG_CAPS | SECONDARY_CAPS) != 0 {
+        tracing::info!("getinfo: unsupported caps requested: {:#x}", hi.caps & !(MSG_CAPS | SECONDARY_CAPS));
+        return Err(FiError::NODATA);
+    }
+    let mut caps = if hi.caps != 0 { hi.caps | (MSG_CAPS & SECONDARY_CAPS) } else { MSG_CAPS };
+    if caps & FI_SOURCE != 0 {
+        // FI_SOURCE reports senders on connectionless endpoints; on MSG the peer is implied.
+        caps &= !FI_SOURCE;
+    }
+    let (mr_mode, mr_info_mode) = match_mr_mode(req.version, h, caps)?;
+
+    // Modes: rsverbs needs none, except FI_RX_CQ_DATA to offer remote CQ data on
+    // RMA writes (such a write consumes a posted receive).
+    let rx_cq_data = h.is_none() || (hi.mode | hi.rx.mode) & FI_RX_CQ_DATA != 0;
+
+    // Endpoint attributes.
+    if hi.ep.type_ != FI_EP_UNSPEC && hi.ep.type_ != FI_EP_MSG {
+        return Err(FiError::NODATA);
+    }
+    if hi.ep.protocol != FI_PROTO_UNSPEC && hi.ep.protocol != FI_PROTO_RDMA_CM_IB_RC {
+        return Err(FiError::NODATA);
+    }
+    let max_msg = (dc.port.max_msg_sz as usize).max(1);
+    over(hi.ep.max_msg_size, max_msg, "max_msg_size")?;
+    if hi.ep.tx_ctx_cnt == FI_SHARED_CONTEXT || hi.ep.rx_ctx_cnt == FI_SHARED_CONTEXT {
+        tracing::info!("getinfo: shared contexts are not supported");
+        return Err(FiError::NODATA);
+    }
+    over(hi.ep.tx_ctx_cnt, 1, "ep tx_ctx_cnt")?;
+    over(hi.ep.rx_ctx_cnt, 1, "ep rx_ctx_cnt")?;
+    if hi.ep.auth_key_size != 0 || hi.domain.auth_key_size != 0 {
+        tracing::info!("getinfo: authorization keys are not supported");
+        return Err(FiError::NODATA);
+    }
+
+    // Queue limits.
+    let max_wr = dc.attr.max_qp_wr.max(1) as usize;
+    let max_sge = dc.attr.max_sge.max(1) as usize;
+    over(hi.tx.size, max_wr, "tx size")?;
+    over(hi.rx.size, max_wr, "rx size")?;
+    over(hi.tx.iov_limit, max_sge, "tx iov_limit")?;
+    over(hi.rx.iov_limit, max_sge, "rx iov_limit")?;
+    over(hi.tx.rma_iov_limit, 1, "rma_iov_limit")?;
+    over(hi.tx.inject_size, dc.max_inline, "inject_size")?;
+    if hi.tx.msg_order & !MSG_ORDER != 0 || hi.rx.msg_order & !MSG_ORDER != 0 {
+        tracing::info!("getinfo: unsupported message ordering requested");
+        return Err(FiError::NODATA);
+    }
+    if (hi.tx.op_flags | hi.rx.op_flags) & !OP_FLAGS != 0 {
+        tracing::info!("getinfo: unsupported op_flags requested");
+        return Err(FiError::NODATA);
+    }
+    if hi.tx.caps & !TX_CAPS != 0 || hi.rx.caps & !(RX_CAPS | SECONDARY_CAPS) != 0 {
+        return Err(FiError::NODATA);
+    }
+
+    // Domain attributes.
+    if hi.domain.cq_data_size > 4 {
+        tracing::info!("getinfo: cq_data_size {} > 4 (verbs immediate data)", hi.domain.cq_data_size);
+        return Err(FiError::NODATA);
+    }
+    if hi.domain.mr_key_size > 0 && hi.domain.mr_key_size < 4 {
+        return Err(FiError::NODATA);
+    }
+    over(hi.domain.mr_iov_limit, 1, "mr_iov_limit")?;
+    if hi.domain.max_ep_stx_ctx > 0 || hi.domain.max_ep_srx_ctx > 0 {
+        tracing::info!("getinfo: shared tx/rx contexts are not supported on MSG endpoints yet");
+        return Err(FiError::NODATA);
+    }
+    over(hi.domain.cntr_cnt, 0, "cntr_cnt")?;
+
+    let tx_caps = caps & TX_CAPS;
+    let rx_caps = caps & (RX_CAPS | SECONDARY_CAPS);
+    let inject = pick(hi.tx.inject_size, dc.max_inline);
+    let addr_format = match (src.or(dest), hi.addr_format) {
+        (Some(SocketAddr::V6(_)), _) => FI_SOCKADDR_IN6,
+        (Some(SocketAddr::V4(_)), _) => FI_SOCKADDR_IN,
+        (None, f) if f != FI_FORMAT_UNSPEC => f,
+        (None, _) => FI_SOCKADDR_IN,
+    };
+    Ok(Info {
+        caps,
+        mode: mr_info_mode,
+        addr_format,
+        src_addr: src,
+        dest_addr: dest,
+        handle: None,
+        tx: TxAttr {
+            caps: tx_caps,
+            mode: 0,
+            op_flags: hi.tx.op_flags,
+            msg_order: MSG_ORDER,
+            comp_order: FI_ORDER_STRICT,
+            inject_size: inject,
+            size: pick(hi.tx.size, cfg.tx_size.min(max_wr)),
+            iov_limit: pick(hi.tx.iov_limit, cfg.tx_iov_limit.min(max_sge)),
+            rma_iov_limit: 1,
+            tclass: hi.tx.tclass,
+        },
+        rx: RxAttr {
+            caps: rx_caps,
+            mode: if rx_cq_data { FI_RX_CQ_DATA } else { 0 },
+            op_flags: hi.rx.op_flags,
+            msg_order: MSG_ORDER,
+            comp_order: FI_ORDER_STRICT | FI_ORDER_DATA,
+            total_buffered_recv: 0,
+            size: pick(hi.rx.size, cfg.rx_size.min(max_wr)),
+            iov_limit: pick(hi.rx.iov_limit, cfg.rx_iov_limit.min(max_sge)),
+        },
+        ep: EpAttr {
+            type_: FI_EP_MSG,
+            protocol: FI_PROTO_RDMA_CM_IB_RC,
+            protocol_version: 1,
+            max_msg_size: max_msg,
+            msg_prefix_size: 0,
+            max_order_raw_size: max_msg,
+            max_order_war_size: max_msg,
+            max_order_waw_size: max_msg,
+            mem_tag_format: 0,
+            tx_ctx_cnt: 1,
+            rx_ctx_cnt: 1,
+            auth_key_size: 0,
+        },
+        domain: DomainAttr {
+            name: Some(dc.dev.name().to_string()),
+            threading: if hi.domain.threading != FI_THREAD_UNSPEC { hi.domain.threading } else { FI_THREAD_SAFE },
+            control_progress: if hi.domain.control_progress != FI_PROGRESS_UNSPEC {
+                hi.domain.control_progress
+            } else {
+                FI_PROGRESS_AUTO
+            },
+            data_progress: if hi.domain.data_progress != FI_PROGRESS_UNSPEC {
+                hi.domain.data_progress
+            } else {
+                FI_PROGRESS_AUTO
+            },
+            resource_mgmt: if hi.domain.resource_mgmt != FI_RM_UNSPEC { hi.domain.resource_mgmt } else { FI_RM_ENABLED },
+            av_type: FI_AV_UNSPEC,
+            mr_mode,
+            mr_key_size: 4,
+            cq_data_size: 4,
+            cq_cnt: dc.attr.max_cq.max(0) as usize,
+            ep_cnt: dc.attr.max_qp.max(0) as usize,
+            tx_ctx_cnt: dc.attr.max_qp.max(0) as usize,
+            rx_ctx_cnt: dc.attr.max_qp.max(0) as usize,
+            max_ep_tx_ctx: 1,
+            max_ep_rx_ctx: 1,
+            max_ep_stx_ctx: 0,
+            max_ep_srx_ctx: 0,
+            cntr_cnt: 0,
+            mr_iov_limit: 1,
+            caps: FI_LOCAL_COMM | FI_REMOTE_COMM,
+            mode: 0,
+            auth_key_size: 0,
+            max_err_data: CM_DATA_SIZE,
+            mr_cnt: dc.attr.max_mr.max(0) as usize,
+            tclass: hi.domain.tclass,
+        },
+        fabric: FabricAttr {
+            name: Some(dc.fabric_name.clone()),
+            prov_name: None,
+            prov_version: PROV_VERSION,
+            api_version: req.version,
+        },
+    })
+}
+
+/// `fi_getinfo` for this provider.
+pub fn getinfo(req: &Request) -> FiResult<Vec<Info>> {
+    let cfg = config::get();
+    if FI_MAJOR(req.version) != 1 {
+        return crate::fail!(FiError::NOSYS, "getinfo: API version {}.{} not supported", FI_MAJOR(req.version), FI_MINOR(req.version));
+    }
+    let hints = req.hints.as_ref();
+    if let Some(h) = hints {
+        if let Some(p) = &h.fabric.prov_name {
+            let first = p.split(';').next().unwrap_or("");
+            if !first.eq_ignore_ascii_case(&cfg.prov_name) {
+                return Err(FiError::NODATA);
+            }
+        }
+        match h.addr_format {
+            FI_FORMAT_UNSPEC | FI_SOCKADDR | FI_SOCKADDR_IN | FI_SOCKADDR_IN6 => {}
+            f => {
+                tracing::info!("getinfo: address format {f} not supported");
+                return Err(FiError::NODATA);
+            }
+        }
+    }
+    let port = parse_port(req.service.as_deref())?;
+    let numeric = req.flags & FI_NUMERICHOST != 0;
+    let (mut src, mut dest) = (hints.and_then(|h| h.src_addr), hints.and_then(|h| h.dest_addr));
+    match (&req.node, req.flags & FI_SOURCE != 0) {
+        (Some(n), true) => src = Some(resolve_node(n, port.unwrap_or(0), numeric)?),
+        (Some(n), false) => dest = Some(resolve_node(n, port.unwrap_or(0), numeric)?),
+        (None, _) => {
+            if let Some(p) = port {
+                // A service without a node names the local (source) port.
+                let ip = src.map(|s| s.ip());
+                src = Some(SocketAddr::new(ip.unwrap_or(IpAddr::from([0u8, 0, 0, 0])), p));
+            }
+        }
+    }
+    if let Some(h) = hints {
+        let want6 = h.addr_format == FI_SOCKADDR_IN6;
+        let want4 = h.addr_format == FI_SOCKADDR_IN;
+        for a in [src, dest].into_iter().flatten() {
+            if (want6 && a.is_ipv4()) || (want4 && a.is_ipv6()) {
+                tracing::info!("getinfo: address {a} does not match the requested format");
+                return Err(FiError::NODATA);
+            }
+        }
+    }
+
+    let devices = verbs::devices();
+    if devices.is_empty() {
+        tracing::info!("getinfo: no RDMA devices");
+        return Err(FiError::NODATA);
+    }
+    let addrs = if dest.is_none() && src.map_or(true, |s| s.ip().is_unspecified()) { rdma_addresses() } else { Vec::new() };
+    let route = match dest {
+        Some(d) => Some(route_to(src.as_ref().filter(|s| !s.ip().is_unspecified()), &d)?),
+        None => None,
+    };
+
+    let mut out = Vec::new();
+    for dev in devices {
+        if let Some(want) = &cfg.device_name {
+            if !dev.name().starts_with(want.as_str()) {
+                continue;
+            }
+        }
+        if let Some(want) = hints.and_then(|h| h.domain.name.as_ref()) {
+            if want != dev.name() {
+                continue;
+            }
+        }
+        let (s, d) = if let Some((rdev, local)) = &route {
+            if !Arc::ptr_eq(rdev, dev) {
+                continue;
+            }
+            (Some(src.unwrap_or(*local)).map(|s| if s.ip().is_unspecified() { SocketAddr::new(local.ip(), s.port()) } else { s }), dest)
+        } else if let Some(s) = src.filter(|s| !s.ip().is_unspecified()) {
+            match device_of_local(s.ip()) {
+                Some(d) if Arc::ptr_eq(&d, dev) => (Some(s), None),
+                _ => continue,
+            }
+        } else {
+            // No usable address given: pick this device's first RDMA interface address.
+            let want_port = src.map_or(0, |s| s.port());
+            let want6 = hints.map_or(false, |h| h.addr_format == FI_SOCKADDR_IN6);
+            let pick = addrs
+                .iter()
+                .filter(|a| Arc::ptr_eq(&a.device, dev))
+                .find(|a| a.ip.is_ipv6() == want6 || hints.map_or(true, |h| h.addr_format == FI_FORMAT_UNSPEC || h.addr_format == FI_SOCKADDR));
+            match pick {
+                Some(a) => (Some(SocketAddr::new(a.ip, want_port)), None),
+                None => {
+                    tracing::info!("getinfo: device {} has no usable IP address", dev.name());
+                    continue;
+                }
+            }
+        };
+        let dc = match dev_caps(dev) {
+            Ok(dc) => dc,
+            Err(e) => {
+                tracing::warn!("getinfo: cannot query device {}: {:?}", dev.name(), e);
+                continue;
+            }
+        };
+        if dc.port.state != verbs::PORT_ACTIVE {
+            tracing::info!("getinfo: device {} port 1 is not active", dev.name());
+            continue;
+        }
+        if let Some(want) = hints.and_then(|h| h.fabric.name.as_ref()) {
+            if *want != dc.fabric_name {
+                continue;
+            }
+        }
+        match build_info(req, &dc, s, d) {
+            Ok(i) => out.push(i),
+            Err(e) if e == FiError::NODATA => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    if out.is_empty() {
+        Err(FiError::NODATA)
+    } else {
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req(version: u32, hints: Option<Info>) -> Request {
+        Request { version, hints, ..Default::default() }
+    }
+
+    #[test]
+    fn mr_mode_new_api() {
+        let mut h = Info::default();
+        h.domain.mr_mode = MR_MODE;
+        assert_eq!(match_mr_mode(FI_VERSION(1, 17), Some(&h), FI_MSG | FI_RMA), Ok((MR_MODE, 0)));
+        // An app that can't do local MRs gets nothing.
+        h.domain.mr_mode = FI_MR_VIRT_ADDR | FI_MR_PROV_KEY | FI_MR_ALLOCATED;
+        assert_eq!(match_mr_mode(FI_VERSION(1, 17), Some(&h), FI_MSG), Err(FiError::NODATA));
+        // MSG-only apps need just FI_MR_LOCAL.
+        h.domain.mr_mode = FI_MR_LOCAL;
+        assert_eq!(match_mr_mode(FI_VERSION(1, 17), Some(&h), FI_MSG), Ok((FI_MR_LOCAL, 0)));
+        assert_eq!(match_mr_mode(FI_VERSION(1, 17), Some(&h), FI_MSG | FI_RMA), Err(FiError::NODATA));
+        h.domain.mr_mode = FI_MR_SCALABLE;
+        assert_eq!(match_mr_mode(FI_VERSION(1, 17), Some(&h), FI_MSG), Err(FiError::NODATA));
+    }
+
+    #[test]
+    fn mr_mode_old_api_needs_local_mr_mode_bit() {
+        let mut h = Info::default();
+        h.mode = FI_CONTEXT | FI_LOCAL_MR;
+        assert_eq!(match_mr_mode(FI_VERSION(1, 4), Some(&h), FI_MSG), Ok((FI_MR_BASIC, FI_LOCAL_MR)));
+        h.mode = FI_CONTEXT;
+        assert_eq!(match_mr_mode(FI_VERSION(1, 4), Some(&h), FI_MSG), Err(FiError::NODATA));
+        assert_eq!(match_mr_mode(FI_VERSION(1, 4), None, FI_MSG), Ok((FI_MR_BASIC, FI_LOCAL_MR)));
+    }
+
+    #[test]
+    fn ports_parse() {
+        assert_eq!(parse_port(Some("47592")), Ok(Some(47592)));
+        assert_eq!(parse_port(None), Ok(None));
+        assert_eq!(parse_port(Some("http")), Err(FiError::NODATA));
+        assert_eq!(parse_port(Some("70000")), Err(FiError::NODATA));
+    }
+
+    #[test]
+    fn numeric_host_flag_refuses_names() {
+        assert!(resolve_node("10.1.2.3", 7, true).is_ok());
+        assert_eq!(resolve_node("localhost", 7, true), Err(FiError::NODATA));
+        assert_eq!(resolve_node("::1", 7, true).unwrap(), "[::1]:7".parse().unwrap());
+    }
+
+    #[test]
+    fn wrong_major_version_is_enosys() {
+        assert_eq!(getinfo(&req(FI_VERSION(2, 0), None)).unwrap_err(), FiError::NOSYS);
+    }
+
+    #[test]
+    fn other_provider_name_is_enodata() {
+        let mut h = Info::default();
+        h.fabric.prov_name = Some("tcp".into());
+        assert_eq!(getinfo(&req(API_VERSION, Some(h))).unwrap_err(), FiError::NODATA);
+    }
+}

@@ -1,0 +1,26 @@
+//! rsverbs: a libfabric provider for RDMA verbs.
+//!
+//! Layout:
+//! * `src/`   — the provider core in safe Rust, plus the thin `verbs` and `sys` wrappers
+//!              (the only places besides `capi/` where `unsafe` is allowed).
+//! * `capi/`  — the C ABI: `#[repr(C)]` mirrors of libfabric's structs, ops tables and the
+//!              exported entry points (`fi_prov_ini`, …).
+#![deny(unsafe_op_in_unsafe_fn)]
+#![deny(unsafe_code)]
+
+#[path = "../capi/mod.rs"]
+pub mod capi;
+
+pub mod config;
+pub mod cq;
+pub mod domain;
+pub mod ep;
+pub mod eq;
+pub mod error;
+pub mod fabric;
+pub mod info;
+pub mod log;
+pub mod mr;
+pub mod sys;
+pub mod verbs;
+pub mod wait;

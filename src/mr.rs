@@ -1,0 +1,123 @@
+//! Memory regions.
+//!
+//! Descriptors (`fi_mr_desc`) are not pointers: they carry the local key with
+//! a tag, so a bogus descriptor is refused (`-FI_EINVAL`) rather than
+//! dereferenced, and a stale one fails in the device's key check (an error
+//! completion), never in a crash.
+
+use std::sync::Arc;
+
+use crate::capi::consts::*;
+use crate::domain::Domain;
+use crate::error::{FiError, FiResult};
+use crate::fabric::Hold;
+use crate::verbs::{access, Mr};
+
+const DESC_TAG: u64 = 0x7273_7662 << 32; // "rsvb"
+
+/// The descriptor value for a local key.
+pub fn desc_of(lkey: u32) -> u64 {
+    DESC_TAG | lkey as u64
+}
+
+/// The local key in a descriptor, if it is one of ours.
+pub fn lkey_of(desc: u64) -> Option<u32> {
+    if desc & 0xffff_ffff_0000_0000 == DESC_TAG {
+        Some(desc as u32)
+    } else {
+        None
+    }
+}
+
+#[derive(Debug)]
+pub struct MemRegion {
+    pub domain: Hold<Domain>,
+    mr: Mr,
+    pub access: u64,
+}
+
+/// The verbs access flags for libfabric MR access bits.
+pub fn verbs_access(acc: u64) -> i32 {
+    // Local write is always needed: receives and RDMA read targets write locally,
+    // and verbs demands it whenever remote write or atomics are enabled.
+    let mut a = access::LOCAL_WRITE;
+    if acc & FI_REMOTE_READ != 0 {
+        a |= access::REMOTE_READ;
+    }
+    if acc & FI_REMOTE_WRITE != 0 {
+        a |= access::REMOTE_WRITE | access::REMOTE_ATOMIC;
+    }
+    a
+}
+
+const ACCESS_BITS: u64 = FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
+
+impl MemRegion {
+    /// Registers `[addr, addr+len)`. `access` 0 means all access.
+    pub fn register(domain: &Arc<Domain>, addr: u64, len: usize, access: u64, flags: u64) -> FiResult<Arc<MemRegion>> {
+        if flags != 0 && flags & !FI_RMA_EVENT != 0 {
+            return crate::fail!(FiError::BADFLAGS, "fi_mr_reg: unsupported flags {flags:#x}");
+        }
+        if flags & FI_RMA_EVENT != 0 {
+            return crate::fail!(FiError::NOSYS, "fi_mr_reg: FI_RMA_EVENT is not supported");
+        }
+        if access & !ACCESS_BITS != 0 {
+            return crate::fail!(FiError::INVAL, "fi_mr_reg: unknown access bits {:#x}", access & !ACCESS_BITS);
+        }
+        if len == 0 {
+            return crate::fail!(FiError::INVAL, "fi_mr_reg: zero-length registration");
+        }
+        if addr == 0 {
+            return crate::fail!(FiError::INVAL, "fi_mr_reg: NULL buffer");
+        }
+        if len as u64 > domain.attr.max_mr_size {
+            return crate::fail!(FiError::INVAL, "fi_mr_reg: {len} bytes exceed the device's max_mr_size {}", domain.attr.max_mr_size);
+        }
+        let acc = if access == 0 { ACCESS_BITS } else { access };
+        match domain.pd.reg_mr(addr, len, verbs_access(acc)) {
+            Ok(mr) => Ok(Arc::new(MemRegion { domain: Hold::new(domain), mr, access: acc })),
+            Err(e) => crate::fail!(
+                FiError::from_errno(e),
+                "fi_mr_reg: ibv_reg_mr({addr:#x}, {len}) failed: {} (check `ulimit -l`)",
+                std::io::Error::from_raw_os_error(e)
+            ),
+        }
+    }
+
+    pub fn key(&self) -> u64 {
+        self.mr.rkey as u64
+    }
+    pub fn lkey(&self) -> u32 {
+        self.mr.lkey
+    }
+    pub fn desc(&self) -> u64 {
+        desc_of(self.mr.lkey)
+    }
+    pub fn addr(&self) -> u64 {
+        self.mr.addr
+    }
+    pub fn len(&self) -> usize {
+        self.mr.len
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn descriptors_roundtrip_and_reject_foreign_values() {
+        assert_eq!(lkey_of(desc_of(0x1234)), Some(0x1234));
+        assert_eq!(lkey_of(desc_of(u32::MAX)), Some(u32::MAX));
+        assert_eq!(lkey_of(0), None);
+        assert_eq!(lkey_of(0x7fff_dead_beef), None);
+    }
+
+    #[test]
+    fn access_mapping() {
+        assert_eq!(verbs_access(FI_SEND | FI_RECV), access::LOCAL_WRITE);
+        assert_ne!(verbs_access(FI_REMOTE_READ) & access::REMOTE_READ, 0);
+        assert_eq!(verbs_access(FI_REMOTE_READ) & access::REMOTE_WRITE, 0);
+        assert_ne!(verbs_access(FI_REMOTE_WRITE) & access::REMOTE_WRITE, 0);
+    }
+}

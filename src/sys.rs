@@ -1,0 +1,321 @@
+//! Small wrappers over the OS calls the provider needs (epoll, eventfd, poll,
+//! getifaddrs, sockaddr conversion). Together with `verbs/` this is the only
+//! place in the core where `unsafe` is allowed; every block says why it holds.
+#![allow(unsafe_code)]
+
+use std::io;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::time::{Duration, Instant};
+
+fn last_errno() -> i32 {
+    io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO)
+}
+
+/// Size in bytes of `struct sockaddr_in`.
+pub const SOCKADDR_IN_LEN: usize = 16;
+/// Size in bytes of `struct sockaddr_in6`.
+pub const SOCKADDR_IN6_LEN: usize = 28;
+
+/// Encodes a socket address as the bytes of a C `sockaddr_in`/`sockaddr_in6`.
+/// Pure byte work: no unsafe needed.
+pub fn sockaddr_bytes(addr: &SocketAddr) -> Vec<u8> {
+    match addr {
+        SocketAddr::V4(a) => {
+            let mut b = vec![0u8; SOCKADDR_IN_LEN];
+            b[0..2].copy_from_slice(&(libc::AF_INET as u16).to_ne_bytes());
+            b[2..4].copy_from_slice(&a.port().to_be_bytes());
+            b[4..8].copy_from_slice(&a.ip().octets());
+            b
+        }
+        SocketAddr::V6(a) => {
+            let mut b = vec![0u8; SOCKADDR_IN6_LEN];
+            b[0..2].copy_from_slice(&(libc::AF_INET6 as u16).to_ne_bytes());
+            b[2..4].copy_from_slice(&a.port().to_be_bytes());
+            b[4..8].copy_from_slice(&a.flowinfo().to_be_bytes());
+            b[8..24].copy_from_slice(&a.ip().octets());
+            b[24..28].copy_from_slice(&a.scope_id().to_ne_bytes());
+            b
+        }
+    }
+}
+
+/// Decodes the bytes of a C `sockaddr_in`/`sockaddr_in6` (family first).
+pub fn sockaddr_parse(b: &[u8]) -> Option<SocketAddr> {
+    if b.len() < 2 {
+        return None;
+    }
+    let family = u16::from_ne_bytes([b[0], b[1]]) as i32;
+    if family == libc::AF_INET && b.len() >= SOCKADDR_IN_LEN {
+        let port = u16::from_be_bytes([b[2], b[3]]);
+        let ip = Ipv4Addr::new(b[4], b[5], b[6], b[7]);
+        Some(SocketAddr::V4(SocketAddrV4::new(ip, port)))
+    } else if family == libc::AF_INET6 && b.len() >= SOCKADDR_IN6_LEN {
+        let port = u16::from_be_bytes([b[2], b[3]]);
+        let flow = u32::from_be_bytes([b[4], b[5], b[6], b[7]]);
+        let mut o = [0u8; 16];
+        o.copy_from_slice(&b[8..24]);
+        let scope = u32::from_ne_bytes([b[24], b[25], b[26], b[27]]);
+        Some(SocketAddr::V6(SocketAddrV6::new(Ipv6Addr::from(o), port, flow, scope)))
+    } else {
+        None
+    }
+}
+
+/// A `sockaddr_storage` holding `addr`, for passing to C.
+pub(crate) fn sockaddr_storage(addr: &SocketAddr) -> libc::sockaddr_storage {
+    // SAFETY: sockaddr_storage is plain old data; all-zero is a valid value.
+    let mut ss: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+    let bytes = sockaddr_bytes(addr);
+    // SAFETY: sockaddr_storage is 128 bytes, larger than either encoding (16/28 bytes);
+    // the destination is a properly aligned local we own.
+    unsafe {
+        std::ptr::copy_nonoverlapping(bytes.as_ptr(), &mut ss as *mut _ as *mut u8, bytes.len());
+    }
+    ss
+}
+
+/// Reads a C `struct sockaddr *` (may be NULL).
+///
+/// # Safety
+/// `sa` must be NULL or point to a readable sockaddr whose family tells its size.
+pub(crate) unsafe fn sockaddr_from_ptr(sa: *const libc::sockaddr) -> Option<SocketAddr> {
+    if sa.is_null() {
+        return None;
+    }
+    // SAFETY: caller guarantees `sa` points to a sockaddr; the family field is first.
+    let family = unsafe { (*sa).sa_family } as i32;
+    let len = match family {
+        libc::AF_INET => SOCKADDR_IN_LEN,
+        libc::AF_INET6 => SOCKADDR_IN6_LEN,
+        _ => return None,
+    };
+    // SAFETY: the family says the object is at least `len` bytes long.
+    let bytes = unsafe { std::slice::from_raw_parts(sa as *const u8, len) };
+    sockaddr_parse(bytes)
+}
+
+/// One IP address of one network interface.
+#[derive(Debug, Clone)]
+pub struct IfAddr {
+    pub name: String,
+    pub addr: IpAddr,
+    pub up: bool,
+    pub loopback: bool,
+}
+
+/// The machine's interface addresses (IPv4 and IPv6), as `getifaddrs(3)` lists them.
+pub fn interface_addrs() -> Vec<IfAddr> {
+    let mut out = Vec::new();
+    let mut head: *mut libc::ifaddrs = std::ptr::null_mut();
+    // SAFETY: getifaddrs fills `head` with a list we free below with freeifaddrs.
+    if unsafe { libc::getifaddrs(&mut head) } != 0 {
+        return out;
+    }
+    let mut cur = head;
+    while !cur.is_null() {
+        // SAFETY: `cur` is a node of the list returned by getifaddrs, valid until freeifaddrs.
+        let ifa = unsafe { &*cur };
+        // SAFETY: ifa_addr is NULL or a valid sockaddr owned by the list.
+        if let Some(sa) = unsafe { sockaddr_from_ptr(ifa.ifa_addr) } {
+            // SAFETY: ifa_name is a NUL-terminated string owned by the list.
+            let name = unsafe { std::ffi::CStr::from_ptr(ifa.ifa_name) }.to_string_lossy().into_owned();
+            out.push(IfAddr {
+                name,
+                addr: sa.ip(),
+                up: ifa.ifa_flags & libc::IFF_UP as u32 != 0,
+                loopback: ifa.ifa_flags & libc::IFF_LOOPBACK as u32 != 0,
+            });
+        }
+        cur = ifa.ifa_next;
+    }
+    // SAFETY: `head` came from getifaddrs and is freed exactly once.
+    unsafe { libc::freeifaddrs(head) };
+    out
+}
+
+/// Sets O_NONBLOCK on a descriptor we own.
+pub fn set_nonblocking(fd: RawFd) -> Result<(), i32> {
+    // SAFETY: fcntl on an fd we own, with valid flag arguments.
+    unsafe {
+        let fl = libc::fcntl(fd, libc::F_GETFL);
+        if fl < 0 || libc::fcntl(fd, libc::F_SETFL, fl | libc::O_NONBLOCK) < 0 {
+            return Err(last_errno());
+        }
+    }
+    Ok(())
+}
+
+/// Converts a libfabric timeout in milliseconds (negative = forever) to a deadline.
+pub fn deadline(timeout_ms: i32) -> Option<Instant> {
+    if timeout_ms < 0 {
+        None
+    } else {
+        Some(Instant::now() + Duration::from_millis(timeout_ms as u64))
+    }
+}
+
+/// Milliseconds left until `deadline` (-1 = forever), for poll/epoll_wait.
+pub fn remaining_ms(deadline: Option<Instant>) -> i32 {
+    match deadline {
+        None => -1,
+        Some(d) => {
+            let now = Instant::now();
+            if now >= d {
+                0
+            } else {
+                let ms = (d - now).as_millis();
+                ms.clamp(1, i32::MAX as u128) as i32
+            }
+        }
+    }
+}
+
+/// Waits until `fd` is readable or the time runs out. Returns Ok(true) when readable.
+pub fn poll_readable(fd: RawFd, timeout_ms: i32) -> Result<bool, i32> {
+    let mut p = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+    // SAFETY: one valid pollfd on our stack.
+    let r = unsafe { libc::poll(&mut p, 1, timeout_ms) };
+    if r < 0 {
+        let e = last_errno();
+        if e == libc::EINTR {
+            return Ok(false);
+        }
+        return Err(e);
+    }
+    Ok(r > 0)
+}
+
+/// An eventfd used to signal software-generated events to a waiter.
+#[derive(Debug)]
+pub struct EventFd {
+    fd: OwnedFd,
+}
+
+impl EventFd {
+    pub fn new() -> Result<Self, i32> {
+        // SAFETY: plain syscall; the returned fd is owned by OwnedFd.
+        let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+        if fd < 0 {
+            return Err(last_errno());
+        }
+        // SAFETY: fd is a fresh descriptor we own.
+        Ok(EventFd { fd: unsafe { OwnedFd::from_raw_fd(fd) } })
+    }
+
+    /// Makes the fd readable.
+    pub fn signal(&self) {
+        let one: u64 = 1;
+        // SAFETY: writes 8 bytes from a local u64 to our eventfd. EAGAIN (counter full)
+        // still leaves it readable, which is all we need.
+        unsafe { libc::write(self.fd.as_raw_fd(), &one as *const u64 as *const libc::c_void, 8) };
+    }
+
+    /// Makes the fd unreadable again.
+    pub fn drain(&self) {
+        let mut v: u64 = 0;
+        // SAFETY: reads 8 bytes into a local u64 from our non-blocking eventfd.
+        unsafe { libc::read(self.fd.as_raw_fd(), &mut v as *mut u64 as *mut libc::c_void, 8) };
+    }
+
+    pub fn raw(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+}
+
+/// An epoll set: one fd that is readable when any member is.
+#[derive(Debug)]
+pub struct Epoll {
+    fd: OwnedFd,
+}
+
+impl Epoll {
+    pub fn new() -> Result<Self, i32> {
+        // SAFETY: plain syscall; the returned fd is owned by OwnedFd.
+        let fd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+        if fd < 0 {
+            return Err(last_errno());
+        }
+        // SAFETY: fd is a fresh descriptor we own.
+        Ok(Epoll { fd: unsafe { OwnedFd::from_raw_fd(fd) } })
+    }
+
+    pub fn add(&self, fd: RawFd, token: u64) -> Result<(), i32> {
+        let mut ev = libc::epoll_event { events: libc::EPOLLIN as u32, u64: token };
+        // SAFETY: valid epoll fd, valid event struct on our stack.
+        let r = unsafe { libc::epoll_ctl(self.fd.as_raw_fd(), libc::EPOLL_CTL_ADD, fd, &mut ev) };
+        if r < 0 {
+            let e = last_errno();
+            if e != libc::EEXIST {
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
+    pub fn del(&self, fd: RawFd) {
+        let mut ev = libc::epoll_event { events: 0, u64: 0 };
+        // SAFETY: valid epoll fd; removing an fd that is not a member just fails.
+        unsafe { libc::epoll_ctl(self.fd.as_raw_fd(), libc::EPOLL_CTL_DEL, fd, &mut ev) };
+    }
+
+    /// Waits for any member to become readable. Returns the number of ready members.
+    pub fn wait(&self, timeout_ms: i32) -> Result<usize, i32> {
+        let mut evs = [libc::epoll_event { events: 0, u64: 0 }; 8];
+        // SAFETY: the buffer holds 8 events and we say so.
+        let r = unsafe { libc::epoll_wait(self.fd.as_raw_fd(), evs.as_mut_ptr(), 8, timeout_ms) };
+        if r < 0 {
+            let e = last_errno();
+            if e == libc::EINTR {
+                return Ok(0);
+            }
+            return Err(e);
+        }
+        Ok(r as usize)
+    }
+
+    pub fn raw(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sockaddr_roundtrip_v4_v6() {
+        let a: SocketAddr = "10.99.0.1:47592".parse().unwrap();
+        let b = sockaddr_bytes(&a);
+        assert_eq!(b.len(), 16);
+        assert_eq!(&b[2..4], &47592u16.to_be_bytes());
+        assert_eq!(sockaddr_parse(&b), Some(a));
+        let a6: SocketAddr = "[fe80::1%3]:1234".parse().unwrap();
+        let b6 = sockaddr_bytes(&a6);
+        assert_eq!(b6.len(), 28);
+        assert_eq!(sockaddr_parse(&b6), Some(a6));
+        assert_eq!(sockaddr_parse(&b6[..20]), None, "short buffer must not parse");
+        assert_eq!(sockaddr_parse(&[0u8; 16]), None, "AF_UNSPEC must not parse");
+    }
+
+    #[test]
+    fn eventfd_in_epoll_wakes_and_drains() {
+        let ep = Epoll::new().unwrap();
+        let ev = EventFd::new().unwrap();
+        ep.add(ev.raw(), 1).unwrap();
+        assert_eq!(ep.wait(0).unwrap(), 0);
+        ev.signal();
+        assert_eq!(ep.wait(0).unwrap(), 1);
+        assert!(poll_readable(ep.raw(), 0).unwrap(), "epoll fd itself must poll readable");
+        ev.drain();
+        assert_eq!(ep.wait(0).unwrap(), 0);
+    }
+
+    #[test]
+    fn remaining_ms_behaviour() {
+        assert_eq!(remaining_ms(None), -1);
+        assert_eq!(remaining_ms(deadline(0)), 0);
+        let r = remaining_ms(deadline(5000));
+        assert!(r > 4000 && r <= 5000, "{r}");
+    }
+}
