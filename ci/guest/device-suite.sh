@@ -1,0 +1,155 @@
+#!/usr/bin/env bash
+# Device suite (guest side): libfabric-level tests on Soft-RoCE.
+#
+#   ci/lab.sh run ci/guest/device-suite.sh OUTDIR [TEST...]
+#
+# Runs inside the lab VM (cwd = repo root; env LAB_OUT, LAB_IP, LAB_DEV,
+# LAB_NETDEV from ci/lab.sh).  Environment:
+#   SUITE_PROVIDER=rsverbs (default)  load rsverbs through FI_PROVIDER_PATH
+#                                     (${RSVERBS_PROV_DIR:-$PWD/target/prov},
+#                                     the directory holding librsverbs-fi.so)
+#   SUITE_PROVIDER=builtin            libfabric's own verbs provider (no
+#                                     FI_PROVIDER_PATH; FI_VERBS_IFACE=dummy0
+#                                     so it finds the rxe interface address)
+#   CTEST_BIN=DIR                     use prebuilt C tests from DIR instead of
+#                                     building tests/c into $LAB_OUT/bin
+#   TEST_PROVIDER                     prov_name the C tests ask for (verbs)
+# Optional arguments restrict the C tests to the named ones
+# (e.g. msg_rma msg_shutdown_abort).
+#
+# Each entry is recorded in $LAB_OUT/results.txt (PASS/FAIL lines, via
+# record from lib.sh); each C test's full output is in $LAB_OUT/<name>.log.
+# Exit status: 0 only if everything recorded passed.
+set -u
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+: >"$LAB_OUT/results.txt"
+
+SUITE_PROVIDER="${SUITE_PROVIDER:-rsverbs}"
+case "$SUITE_PROVIDER" in
+  rsverbs)
+    export FI_PROVIDER_PATH="${RSVERBS_PROV_DIR:-$PWD/target/prov}"
+    export FI_PROVIDER=verbs
+    unset FI_VERBS_IFACE
+    ;;
+  builtin)
+    unset FI_PROVIDER_PATH
+    export FI_VERBS_IFACE="${LAB_NETDEV:-dummy0}"
+    ;;
+  *)
+    echo "device-suite: SUITE_PROVIDER must be rsverbs or builtin (got '$SUITE_PROVIDER')" >&2
+    exit 2
+    ;;
+esac
+lab_log "device-suite: provider=$SUITE_PROVIDER FI_PROVIDER_PATH=${FI_PROVIDER_PATH:-<unset>}" \
+  "FI_PROVIDER=${FI_PROVIDER:-<unset>} FI_VERBS_IFACE=${FI_VERBS_IFACE:-<unset>} dev=$LAB_DEV ip=$LAB_IP kernel=$(uname -r)"
+if [ "$SUITE_PROVIDER" = rsverbs ]; then
+  # Without the .so the core would silently fall back to the built-in verbs.
+  rc=0
+  if [ ! -f "$FI_PROVIDER_PATH/librsverbs-fi.so" ]; then
+    lab_log "device-suite: $FI_PROVIDER_PATH/librsverbs-fi.so missing (build rsverbs first)"
+    rc=1
+  fi
+  record rsverbs_so "$rc"
+fi
+
+# ============================================================================
+# Suite entries maintained by the lead: add more here (fi_info variants,
+# fi_pingpong, fabtests, ...).  Each entry should `record NAME RC`.
+# ----------------------------------------------------------------------------
+
+# fi_info -p verbs: PASS if it lists a verbs provider.
+with_timeout 60 fi_info -p verbs >"$LAB_OUT/fi_info.log" 2>&1
+rc=$?
+if [ "$rc" = 0 ] && ! grep -Eq '^[[:space:]]*provider:[[:space:]]*verbs[[:space:]]*$' "$LAB_OUT/fi_info.log"; then
+  rc=1
+fi
+grep -E 'provider:|domain:|fabric:' "$LAB_OUT/fi_info.log" | sort | uniq -c | head -n 20
+record fi_info "$rc"
+
+# rsverbs only: fi_info shows rsverbs (1000.x) and hides the built-in verbs;
+# fi_pingpong -e msg -S all -c against itself.
+if [ "$SUITE_PROVIDER" = rsverbs ] && [ "${SKIP_CORE:-0}" != 1 ]; then
+  . "$(dirname "${BASH_SOURCE[0]}")/suite-core.sh"
+  suite_core
+fi
+
+# ----------------------------------------------------------------------------
+# End of the lead's section.
+# ============================================================================
+
+# ---- C operation tests (tests/c) -------------------------------------------
+
+# name:program[:arg...]  (the test name is what the program prints)
+CTESTS=(
+  msg_connect:msg_connect
+  msg_reject:msg_reject
+  msg_sendrecv:msg_sendrecv
+  msg_rma:msg_rma
+  msg_badkey:msg_badkey
+  msg_shutdown:msg_shutdown
+  msg_shutdown_abort:msg_shutdown:abort
+  msg_selective:msg_selective
+  msg_cq_sread:msg_cq_sread
+  msg_api14:msg_api14
+)
+CTEST_TIMEOUT="${CTEST_TIMEOUT:-180}"
+
+if [ -n "${CTEST_BIN:-}" ]; then
+  bin="$CTEST_BIN"
+  lab_log "device-suite: using prebuilt C tests from $bin"
+  rc=0
+  [ -x "$bin/msg_connect" ] || { lab_log "device-suite: $bin/msg_connect missing"; rc=1; }
+  record c_build "$rc"
+else
+  bin="$LAB_OUT/bin"
+  lab_log "device-suite: building C tests into $bin"
+  with_timeout 900 bash "$(dirname "${BASH_SOURCE[0]}")/../../tests/c/build.sh" "$bin" >"$LAB_OUT/c_build.log" 2>&1
+  rc=$?
+  cat "$LAB_OUT/c_build.log"
+  record c_build "$rc"
+fi
+if [ "$rc" != 0 ]; then
+  lab_summary
+  exit 1
+fi
+
+# run_ctest NAME PROG [ARG...] : run one test program, save its output to
+# $LAB_OUT/NAME.log, PASS only if it exits 0 and its last line is "PASS NAME".
+run_ctest() {
+  local name="$1" prog="$2"; shift 2
+  local log="$LAB_OUT/$name.log" rc last
+  lab_log "ctest $name: $bin/$prog $*"
+  with_timeout "$CTEST_TIMEOUT" "$bin/$prog" "$@" >"$log" 2>&1
+  rc=$?
+  last="$(tail -n 1 "$log" 2>/dev/null)"
+  if [ "$rc" = 0 ] && [ "$last" != "PASS $name" ]; then
+    echo "ctest $name: exit 0 but the last line is not 'PASS $name'" >>"$log"
+    rc=1
+  fi
+  [ "$rc" = 124 ] && echo "ctest $name: killed after ${CTEST_TIMEOUT}s" >>"$log"
+  if [ "$rc" = 0 ]; then
+    echo "$last"
+  else
+    echo "--- $log (tail)"
+    tail -n 25 "$log"
+  fi
+  record "$name" "$rc"
+}
+
+selected() { # selected NAME : true if no filter was given or NAME is in it
+  [ ${#FILTER[@]} -eq 0 ] && return 0
+  local f
+  for f in "${FILTER[@]}"; do [ "$f" = "$1" ] && return 0; done
+  return 1
+}
+
+FILTER=("$@")
+for entry in "${CTESTS[@]}"; do
+  IFS=: read -r -a parts <<<"$entry"
+  name="${parts[0]}"
+  selected "$name" || continue
+  run_ctest "$name" "${parts[@]:1}"
+done
+
+cat "$LAB_OUT/results.txt"
+lab_summary
