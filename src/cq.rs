@@ -9,10 +9,11 @@
 //! still post signalled requests, whose successful completions are dropped
 //! here; their errors are reported, as fi_cq(3) requires).
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use parking_lot::Mutex;
+use parking_lot::{Mutex, RwLock};
 
 use crate::capi::consts::*;
 use crate::config;
@@ -67,6 +68,49 @@ const KIND_SHIFT: u32 = 57;
 const KIND_MASK: u64 = 0xf << KIND_SHIFT;
 const INDIRECT: u64 = 1 << 61;
 const SILENT: u64 = 1 << 62;
+
+/// Outstanding work requests of one QP, by direction. Posting takes a credit
+/// (`-FI_EAGAIN` when none is left); polling the completion gives it back. With
+/// every request signalled, this bounds what can sit in the CQ, so it can never
+/// overrun — even when the application does not read a CQ for a while (inject).
+#[derive(Debug)]
+pub struct QpCounters {
+    pub tx: AtomicUsize,
+    pub rx: AtomicUsize,
+    pub tx_max: usize,
+    pub rx_max: usize,
+}
+
+impl QpCounters {
+    pub fn new(tx_max: usize, rx_max: usize) -> Self {
+        QpCounters { tx: AtomicUsize::new(0), rx: AtomicUsize::new(0), tx_max, rx_max }
+    }
+
+    fn take(slot: &AtomicUsize, max: usize) -> bool {
+        let prev = slot.fetch_add(1, Ordering::AcqRel);
+        if prev >= max {
+            slot.fetch_sub(1, Ordering::AcqRel);
+            false
+        } else {
+            true
+        }
+    }
+
+    /// Takes a send-queue credit; false when the queue is full.
+    pub fn take_tx(&self) -> bool {
+        Self::take(&self.tx, self.tx_max)
+    }
+    /// Takes a receive-queue credit; false when the queue is full.
+    pub fn take_rx(&self) -> bool {
+        Self::take(&self.rx, self.rx_max)
+    }
+    pub fn give_tx(&self) {
+        self.tx.fetch_sub(1, Ordering::AcqRel);
+    }
+    pub fn give_rx(&self) {
+        self.rx.fetch_sub(1, Ordering::AcqRel);
+    }
+}
 
 /// Decoded work-request id.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -157,6 +201,8 @@ pub struct Cq {
     pub wait: Option<WaitFd>,
     /// Work requests the bound endpoints may have outstanding at once.
     committed: Mutex<usize>,
+    /// Credit counters of the QPs completing here, by QP number.
+    qps: RwLock<HashMap<u32, Arc<QpCounters>>>,
     bunch: usize,
     pub refs: Refs,
 }
@@ -224,6 +270,7 @@ impl Cq {
             state: Mutex::new(State::default()),
             wait,
             committed: Mutex::new(0),
+            qps: RwLock::new(HashMap::new()),
             bunch: config::get().cqread_bunch_size.max(1),
             refs: Refs::default(),
         }))
@@ -254,6 +301,30 @@ impl Cq {
     pub fn uncommit(&self, n: usize) {
         let mut c = self.committed.lock();
         *c = c.saturating_sub(n);
+    }
+
+    /// Registers the credit counters of a QP whose completions arrive here.
+    pub fn attach(&self, qp_num: u32, c: Arc<QpCounters>) {
+        self.qps.write().insert(qp_num, c);
+    }
+
+    pub fn detach(&self, qp_num: u32) {
+        self.qps.write().remove(&qp_num);
+    }
+
+    /// Returns the credit of a polled completion to its QP.
+    fn give_back(&self, cache: &mut Option<(u32, Arc<QpCounters>)>, wc: &Wc, kind: OpKind) {
+        let q = wc.qp_num();
+        if cache.as_ref().map_or(true, |(n, _)| *n != q) {
+            *cache = self.qps.read().get(&q).map(|c| (q, c.clone()));
+        }
+        if let Some((_, c)) = cache {
+            if kind == OpKind::Recv {
+                c.give_rx()
+            } else {
+                c.give_tx()
+            }
+        }
     }
 
     /// Puts a context that does not fit in a work-request id aside; returns its index.
@@ -308,11 +379,17 @@ impl Cq {
     }
 
     /// Translates one work completion. `None` for silent successes.
-    fn translate(st: &mut State, wc: &Wc) -> Option<Result<Completion, CqErr>> {
+    fn translate(
+        &self,
+        st: &mut State,
+        cache: &mut Option<(u32, Arc<QpCounters>)>,
+        wc: &Wc,
+    ) -> Option<Result<Completion, CqErr>> {
         let Some(id) = WrId::decode(wc.wr_id()) else {
             tracing::warn!("cq: completion with a foreign work-request id {:#x} dropped", wc.wr_id());
             return None;
         };
+        self.give_back(cache, wc, id.kind);
         let ctx = Self::resolve_ctx(st, &id);
         if wc.status() != wc_status::SUCCESS {
             let err = status_to_err(wc.status());
@@ -368,6 +445,7 @@ impl Cq {
         }
         const MAXB: usize = 64;
         let mut wcs: [Wc; MAXB] = std::array::from_fn(|_| Wc::zeroed());
+        let mut cache = None;
         while n < max {
             let want = (max - n).clamp(self.bunch.min(MAXB), MAXB).min(MAXB);
             let got = match self.cq.poll(&mut wcs[..want]) {
@@ -378,7 +456,7 @@ impl Cq {
                 break;
             }
             for wc in &wcs[..got] {
-                match Self::translate(&mut st, wc) {
+                match self.translate(&mut st, &mut cache, wc) {
                     None => {}
                     Some(Err(e)) => st.errors.push_back(e),
                     Some(Ok(c)) => {
@@ -410,7 +488,6 @@ impl Cq {
         if st.errors.is_empty() {
             drop(st);
             // An error may still sit in the verbs CQ: pull completions forward.
-            let _ = self.read(0, &mut |_| {});
             self.poll_into_pending();
             st = self.state.lock();
         }
@@ -420,15 +497,28 @@ impl Cq {
         Ok((e, p))
     }
 
+    /// Moves everything in the verbs CQ into the software queues (returning the
+    /// credits of what it finds). Posting calls this when credits run out, so
+    /// progress never depends on the application reading this CQ.
+    pub fn progress(&self) -> bool {
+        let any = self.poll_into_pending();
+        if any {
+            // Completions now wait in software: make sure a sleeping reader wakes.
+            self.signal();
+        }
+        any
+    }
+
     /// Moves everything in the verbs CQ into the software queues.
     fn poll_into_pending(&self) -> bool {
         let mut st = self.state.lock();
         let mut wcs: [Wc; 16] = std::array::from_fn(|_| Wc::zeroed());
         let mut any = false;
+        let mut cache = None;
         loop {
             let got = self.cq.poll(&mut wcs).unwrap_or(0);
             for wc in &wcs[..got] {
-                match Self::translate(&mut st, wc) {
+                match self.translate(&mut st, &mut cache, wc) {
                     None => {}
                     Some(Err(e)) => {
                         st.errors.push_back(e);
@@ -538,6 +628,19 @@ mod tests {
         assert_eq!(OpKind::Recv.flags(), FI_RECV | FI_MSG);
         assert_eq!(OpKind::Write.flags(), FI_RMA | FI_WRITE);
         assert_eq!(OpKind::Read.flags(), FI_RMA | FI_READ);
+    }
+
+    #[test]
+    fn credits_bound_outstanding_requests() {
+        let c = QpCounters::new(2, 1);
+        assert!(c.take_tx());
+        assert!(c.take_tx());
+        assert!(!c.take_tx(), "third send must find the queue full");
+        c.give_tx();
+        assert!(c.take_tx());
+        assert!(c.take_rx());
+        assert!(!c.take_rx());
+        assert_eq!(c.tx.load(Ordering::Relaxed), 2);
     }
 
     #[test]

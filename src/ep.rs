@@ -17,7 +17,7 @@ use once_cell::sync::OnceCell;
 use parking_lot::Mutex;
 
 use crate::capi::consts::*;
-use crate::cq::{Cq, CqErr, OpKind};
+use crate::cq::{Cq, CqErr, OpKind, QpCounters};
 use crate::domain::Domain;
 use crate::eq::{CmHandler, Eq, EqEntry, EqErr};
 use crate::error::{FiError, FiResult};
@@ -114,6 +114,8 @@ struct Path {
     tx_selective: bool,
     rx_selective: bool,
     inline_max: usize,
+    credits: Arc<QpCounters>,
+    qp_num: u32,
     /// Hidden CQ for a direction the application did not bind.
     _hidden: Option<Arc<crate::verbs::Cq>>,
 }
@@ -355,7 +357,17 @@ impl MsgEp {
             }
         };
         let inline_max = (qp.caps.max_inline as usize).min(inline);
+        let credits = Arc::new(QpCounters::new(tx_size, rx_size));
+        let qp_num = qp.qp_num();
+        if let Some((c, _)) = &tx_cq {
+            c.attach(qp_num, credits.clone());
+        }
+        if let Some((c, _)) = &rx_cq {
+            c.attach(qp_num, credits.clone());
+        }
         let _ = self.path.set(Path {
+            credits,
+            qp_num,
             tx_selective: tx_cq.as_ref().is_some_and(|(_, s)| *s),
             rx_selective: rx_cq.as_ref().is_some_and(|(_, s)| *s),
             tx_cq: tx_cq.map(|(c, _)| c),
@@ -474,6 +486,11 @@ impl MsgEp {
         if let Some((eq, token)) = b.eq.take() {
             eq.unregister(token);
         }
+        if let Some(p) = self.path.get() {
+            for c in [&p.tx_cq, &p.rx_cq].into_iter().flatten() {
+                c.detach(p.qp_num);
+            }
+        }
         let tx_size = self.info.tx.size.max(1);
         let rx_size = self.info.rx.size.max(1);
         if self.path.get().is_some() {
@@ -573,8 +590,17 @@ impl MsgEp {
             vflags |= send_flags::FENCE;
         }
         let silent = no_completion || (p.tx_selective && flags & FI_COMPLETION == 0);
+        if !p.credits.take_tx() {
+            cq.progress();
+            if !p.credits.take_tx() {
+                return Err(FiError::AGAIN);
+            }
+        }
         let wr_id = cq.wr_id(kind, ctx, silent);
-        qp.post_send(wr_id, op, iov, vflags).map_err(|e| Self::post_err(e, "send queue"))
+        qp.post_send(wr_id, op, iov, vflags).map_err(|e| {
+            p.credits.give_tx();
+            Self::post_err(e, "send queue")
+        })
     }
 
     /// Posts a receive.
@@ -593,8 +619,17 @@ impl MsgEp {
             return crate::fail!(FiError::NOCQ, "no receive CQ bound");
         };
         let silent = p.rx_selective && flags & FI_COMPLETION == 0;
+        if !p.credits.take_rx() {
+            cq.progress();
+            if !p.credits.take_rx() {
+                return Err(FiError::AGAIN);
+            }
+        }
         let wr_id = cq.wr_id(OpKind::Recv, ctx, silent);
-        qp.post_recv(wr_id, iov).map_err(|e| Self::post_err(e, "receive queue"))
+        qp.post_recv(wr_id, iov).map_err(|e| {
+            p.credits.give_rx();
+            Self::post_err(e, "receive queue")
+        })
     }
 
     /// Pushes an error completion made locally (e.g. for an op refused after posting began).

@@ -1,0 +1,1109 @@
+//! The matching engine of RDM endpoints: posted receives and unexpected
+//! messages, for untagged (FI_MSG) and tagged (FI_TAGGED) traffic, kept in
+//! separate queues. It does no I/O and knows nothing of verbs: every call
+//! returns plain-data [`Action`]s that the caller carries out (copy bytes,
+//! issue RDMA reads, write completions, send FIN).
+//!
+//! Semantics (fi_msg(3), fi_tagged(3)):
+//! * An arriving message matches the first posted receive, in posting order,
+//!   of its kind whose source filter accepts it (FI_ADDR_UNSPEC: any source;
+//!   otherwise that source only — FI_DIRECTED_RECV; the caller passes
+//!   FI_ADDR_UNSPEC when the endpoint lacks that capability) and, for tagged
+//!   receives, `(msg_tag & !ignore) == (recv_tag & !ignore)`.
+//! * A message that matches nothing is queued as unexpected (eager payloads are
+//!   copied into owned bytes, rendezvous requests keep their descriptor). A
+//!   receive being posted first searches the unexpected queue in arrival order.
+//! * Messages longer than the receive buffer are delivered truncated:
+//!   `Delivery::olen` is what did not fit (an FI_ETRUNC error entry).
+//!
+//! Multi-receive buffers (FI_MULTI_RECV, untagged only): messages are placed
+//! at increasing offsets. Each message starts at the first offset at or after
+//! the end of the previous one that is a multiple of [`MULTI_RECV_ALIGN`]
+//! (8 bytes), counted from the start of the posted buffer (the first message
+//! lands at offset 0). A message longer than the room left at its offset is
+//! truncated. After each placement, the free space is
+//! `buffer_len - align_up(end_of_message)`; when it is below the buffer's
+//! minimum (FI_OPT_MIN_MULTI_RECV as it was when the buffer was posted), or
+//! zero, the buffer is released: it leaves the posted queue and its last
+//! completion carries FI_MULTI_RECV. "Last" is in completion order: if
+//! rendezvous reads into the buffer are still running when it is released,
+//! the flag goes on the completion of the last of them to finish (see
+//! [`Matcher::read_finished`]).
+
+use std::collections::{HashMap, VecDeque};
+
+use super::proto::{Message, Segment};
+use crate::capi::consts::{
+    FI_ADDR_UNSPEC, FI_CLAIM, FI_DISCARD, FI_MSG, FI_MULTI_RECV, FI_PEEK, FI_RECV, FI_REMOTE_CQ_DATA, FI_TAGGED,
+};
+use crate::error::{FiError, FiResult};
+
+/// Alignment of message starts inside a multi-receive buffer, relative to the buffer's start.
+pub const MULTI_RECV_ALIGN: usize = 8;
+/// Default FI_OPT_MIN_MULTI_RECV (the default eager size, so an eager message always fits).
+pub const DEFAULT_MIN_MULTI_RECV: usize = 16384;
+
+/// Untagged (FI_MSG) or tagged (FI_TAGGED) traffic; each has its own queues.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Msg,
+    Tagged,
+}
+
+impl Kind {
+    fn idx(self) -> usize {
+        match self {
+            Kind::Msg => 0,
+            Kind::Tagged => 1,
+        }
+    }
+    /// The completion flag for this kind.
+    pub fn cq_flag(self) -> u64 {
+        match self {
+            Kind::Msg => FI_MSG,
+            Kind::Tagged => FI_TAGGED,
+        }
+    }
+}
+
+/// Whether a tagged message matches a tagged receive.
+pub fn tag_matches(recv_tag: u64, ignore: u64, msg_tag: u64) -> bool {
+    (msg_tag & !ignore) == (recv_tag & !ignore)
+}
+
+/// A receive operation as the application posted it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecvRequest {
+    /// The caller's key for its record of this receive (buffers, descriptors);
+    /// echoed in every action about it. Must be unique among live receives.
+    pub handle: u64,
+    /// The application's context (for completions, fi_cancel and FI_CLAIM).
+    pub context: u64,
+    pub kind: Kind,
+    /// Source filter: FI_ADDR_UNSPEC for any.
+    pub src: u64,
+    /// Tagged only.
+    pub tag: u64,
+    pub ignore: u64,
+    /// Total buffer length (sum of the iov).
+    pub len: usize,
+    /// Operation flags. The engine looks at FI_MULTI_RECV, FI_PEEK, FI_CLAIM and
+    /// FI_DISCARD only; everything else (FI_COMPLETION, ...) is the caller's.
+    pub flags: u64,
+}
+
+impl RecvRequest {
+    pub fn msg(handle: u64, context: u64, len: usize) -> RecvRequest {
+        RecvRequest { handle, context, kind: Kind::Msg, src: FI_ADDR_UNSPEC, tag: 0, ignore: 0, len, flags: 0 }
+    }
+    pub fn tagged(handle: u64, context: u64, len: usize, tag: u64, ignore: u64) -> RecvRequest {
+        RecvRequest { handle, context, kind: Kind::Tagged, src: FI_ADDR_UNSPEC, tag, ignore, len, flags: 0 }
+    }
+    /// Directed receive: only messages from `src`.
+    pub fn from(mut self, src: u64) -> RecvRequest {
+        self.src = src;
+        self
+    }
+    pub fn with_flags(mut self, flags: u64) -> RecvRequest {
+        self.flags = flags;
+        self
+    }
+}
+
+/// A rendezvous request: where the sender's data is, and the id to answer with FIN/NACK.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rendezvous {
+    pub msg_id: u64,
+    /// Total message length (the sum of the segments).
+    pub len: usize,
+    pub segs: Vec<Segment>,
+}
+
+/// The payload of an arriving message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Body<'a> {
+    /// The payload, still in the receive bounce buffer.
+    Eager(&'a [u8]),
+    Rndv(Rendezvous),
+}
+
+/// An arriving application message (EAGER or RNDV_RTS).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Incoming<'a> {
+    /// The sender's fi_addr (the caller maps the QP it arrived on to it).
+    pub src: u64,
+    pub kind: Kind,
+    /// 0 for untagged messages.
+    pub tag: u64,
+    pub data: Option<u64>,
+    pub body: Body<'a>,
+}
+
+impl<'a> Incoming<'a> {
+    /// The message's total length.
+    pub fn len(&self) -> usize {
+        match &self.body {
+            Body::Eager(p) => p.len(),
+            Body::Rndv(r) => r.len,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The application message a decoded wire message carries; None for
+    /// control messages (FIN, NACK, CREDIT).
+    pub fn from_message(src: u64, m: Message<'a>) -> Option<Incoming<'a>> {
+        let (env, body) = match m {
+            Message::Eager { env, payload, .. } => (env, Body::Eager(payload)),
+            Message::Rts { env, msg_id, len, segs, .. } => {
+                // len <= MAX_MSG_LEN (2^40) after decoding, which fits a 64-bit usize.
+                (env, Body::Rndv(Rendezvous { msg_id, len: usize::try_from(len).unwrap_or(usize::MAX), segs }))
+            }
+            _ => return None,
+        };
+        Some(Incoming {
+            src,
+            kind: if env.tag.is_some() { Kind::Tagged } else { Kind::Msg },
+            tag: env.tag.unwrap_or(0),
+            data: env.data.map(u64::from),
+            body,
+        })
+    }
+}
+
+/// What is known of a message without receiving it (peek, discard).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MsgInfo {
+    pub src: u64,
+    pub kind: Kind,
+    pub tag: u64,
+    pub data: Option<u64>,
+    pub len: usize,
+}
+
+impl MsgInfo {
+    /// Completion flags for a completion describing this message.
+    pub fn cq_flags(&self) -> u64 {
+        FI_RECV | self.kind.cq_flag() | if self.data.is_some() { FI_REMOTE_CQ_DATA } else { 0 }
+    }
+}
+
+/// A message placed into a posted receive. For eager messages this is the
+/// completion to write; for rendezvous ones it becomes it once the reads are
+/// done (see [`Matcher::read_finished`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Delivery {
+    pub handle: u64,
+    pub context: u64,
+    /// Where in the posted buffer the message starts (0 unless multi-receive).
+    pub offset: usize,
+    /// Bytes placed at `offset`.
+    pub len: usize,
+    /// Bytes that did not fit. Non-zero: write an FI_ETRUNC error entry
+    /// (len = `len`, olen = `olen`) instead of a successful completion.
+    pub olen: usize,
+    pub src: u64,
+    pub tag: u64,
+    /// Remote CQ data (meaningful when `flags` has FI_REMOTE_CQ_DATA).
+    pub data: u64,
+    /// Completion flags: FI_RECV | FI_MSG/FI_TAGGED | FI_REMOTE_CQ_DATA | FI_MULTI_RECV (buffer released).
+    pub flags: u64,
+    /// After this completion the receive is finished: the caller may drop its record.
+    pub last: bool,
+    /// The receive is a multi-receive buffer (the completion's `buf` is base + offset).
+    pub multi_recv: bool,
+}
+
+/// What the caller must do. Executing an action may not call back into the
+/// engine except as documented.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// Copy `payload[..d.len]` of the eager message just passed to
+    /// [`Matcher::arrive`] into the receive `d.handle` at `d.offset`, then
+    /// complete it (FI_ETRUNC error entry when `d.olen > 0`).
+    Deliver(Delivery),
+    /// The same for an unexpected eager message matched by a receive being
+    /// posted: copy `bytes[..d.len]`.
+    DeliverQueued(Delivery, Vec<u8>),
+    /// Rendezvous: RDMA-read the first `d.len` bytes of the sender's segments
+    /// (`proto::read_plan`) into receive `d.handle` at `d.offset`. When the
+    /// reads are done (or failed), call `read_finished(&d)` for the final
+    /// flags, write the completion (error entry FI_EIO on a failed read), and
+    /// send RNDV_FIN {msg_id, len: d.len} (RNDV_NACK {msg_id, FI_EIO} on failure)
+    /// to `d.src`. `d.len` may be 0 (nothing to read: finish at once).
+    Read(Delivery, Rendezvous),
+    /// No receive matched; the message is queued as unexpected. (An eager
+    /// payload has been copied: the bounce buffer may be reposted.)
+    Queued,
+    /// FI_PEEK found a message (still queued; claimed for `context` when `claimed`).
+    /// Write a successful completion from `info` (buf = NULL: no data is returned).
+    Peeked { context: u64, info: MsgInfo, claimed: bool },
+    /// FI_PEEK found nothing: write an error entry with FI_ENOMSG.
+    NoMessage { context: u64 },
+    /// FI_PEEK|FI_DISCARD or FI_CLAIM|FI_DISCARD removed a message: write a
+    /// successful completion from `info` (buf = NULL). For a rendezvous message,
+    /// also send RNDV_FIN {msg_id, len: 0} to `info.src` so the sender completes.
+    Discarded { context: u64, info: MsgInfo, rndv: Option<Rendezvous> },
+}
+
+/// A receive removed by [`Matcher::cancel`]: write an FI_ECANCELED error entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Canceled {
+    pub handle: u64,
+    pub context: u64,
+    pub kind: Kind,
+    pub tag: u64,
+    /// Flags for the error entry (FI_MULTI_RECV when it releases a multi-receive buffer).
+    pub flags: u64,
+    /// No completion for this receive follows (false: rendezvous reads into the
+    /// multi-receive buffer are still running; the last one carries FI_MULTI_RECV).
+    pub last: bool,
+}
+
+#[derive(Debug, Clone)]
+struct Multi {
+    /// End of the last message placed.
+    used: usize,
+    /// FI_OPT_MIN_MULTI_RECV when posted.
+    min: usize,
+    /// Rendezvous reads into this buffer not yet finished.
+    pending_reads: usize,
+}
+
+#[derive(Debug, Clone)]
+struct Posted {
+    handle: u64,
+    context: u64,
+    src: u64,
+    tag: u64,
+    ignore: u64,
+    len: usize,
+    multi: Option<Multi>,
+}
+
+impl Posted {
+    fn accepts(&self, kind: Kind, src: u64, tag: u64) -> bool {
+        (self.src == FI_ADDR_UNSPEC || self.src == src) && (kind == Kind::Msg || tag_matches(self.tag, self.ignore, tag))
+    }
+}
+
+#[derive(Debug, Clone)]
+enum Stored {
+    Eager(Vec<u8>),
+    Rndv(Rendezvous),
+}
+
+#[derive(Debug, Clone)]
+struct Unexpected {
+    info: MsgInfo,
+    body: Stored,
+    /// Claimed by FI_PEEK|FI_CLAIM with this context: invisible to everything
+    /// but an FI_CLAIM receive with the same context.
+    claimed: Option<u64>,
+}
+
+impl Unexpected {
+    fn into_action(self, d: Delivery) -> Action {
+        match self.body {
+            Stored::Eager(bytes) => Action::DeliverQueued(d, bytes),
+            Stored::Rndv(r) => Action::Read(d, r),
+        }
+    }
+    fn is_rndv(&self) -> bool {
+        matches!(self.body, Stored::Rndv(_))
+    }
+    fn into_rndv(self) -> Option<Rendezvous> {
+        match self.body {
+            Stored::Rndv(r) => Some(r),
+            Stored::Eager(_) => None,
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct Queues {
+    posted: VecDeque<Posted>,
+    unexpected: VecDeque<Unexpected>,
+}
+
+/// The matching state of one RDM endpoint's receive side.
+#[derive(Debug)]
+pub struct Matcher {
+    queues: [Queues; 2],
+    min_multi_recv: usize,
+    /// Multi-receive buffers released (or canceled) while rendezvous reads into
+    /// them were running: handle → reads still running.
+    draining: HashMap<u64, usize>,
+}
+
+impl Default for Matcher {
+    fn default() -> Self {
+        Matcher::new()
+    }
+}
+
+fn align_up(v: usize) -> usize {
+    v.checked_next_multiple_of(MULTI_RECV_ALIGN).unwrap_or(usize::MAX)
+}
+
+/// Places a message into a posted receive. Returns the delivery and whether the
+/// receive leaves the posted queue.
+fn place(p: &mut Posted, kind: Kind, m: &MsgInfo, is_read: bool) -> (Delivery, bool) {
+    let mut flags = m.cq_flags();
+    let (offset, room, done, last) = match &mut p.multi {
+        None => (0, p.len, true, true),
+        Some(mr) => {
+            // Released buffers leave the queue, so there is always room >= 0 here.
+            let off = align_up(mr.used).min(p.len);
+            let room = p.len - off;
+            mr.used = off + m.len.min(room);
+            if is_read {
+                mr.pending_reads += 1;
+            }
+            let free = p.len.saturating_sub(align_up(mr.used));
+            let done = free == 0 || free < mr.min;
+            let last = done && mr.pending_reads == 0;
+            if last {
+                flags |= FI_MULTI_RECV;
+            }
+            (off, room, done, last)
+        }
+    };
+    let len = m.len.min(room);
+    let d = Delivery {
+        handle: p.handle,
+        context: p.context,
+        offset,
+        len,
+        olen: m.len - len,
+        src: m.src,
+        tag: if kind == Kind::Tagged { m.tag } else { 0 },
+        data: m.data.unwrap_or(0),
+        flags,
+        last,
+        multi_recv: p.multi.is_some(),
+    };
+    (d, done)
+}
+
+impl Matcher {
+    pub fn new() -> Matcher {
+        Matcher { queues: Default::default(), min_multi_recv: DEFAULT_MIN_MULTI_RECV, draining: HashMap::new() }
+    }
+
+    /// FI_OPT_MIN_MULTI_RECV; applies to buffers posted afterwards.
+    pub fn set_min_multi_recv(&mut self, n: usize) {
+        self.min_multi_recv = n;
+    }
+
+    pub fn min_multi_recv(&self) -> usize {
+        self.min_multi_recv
+    }
+
+    /// Receives of `kind` waiting for a message.
+    pub fn posted_count(&self, kind: Kind) -> usize {
+        self.queues[kind.idx()].posted.len()
+    }
+
+    /// Unexpected messages of `kind` (claimed ones included).
+    pub fn unexpected_count(&self, kind: Kind) -> usize {
+        self.queues[kind.idx()].unexpected.len()
+    }
+
+    /// A message arrived. Returns `Deliver`, `Read` or `Queued`.
+    pub fn arrive(&mut self, msg: Incoming<'_>) -> Action {
+        let info = MsgInfo { src: msg.src, kind: msg.kind, tag: msg.tag, data: msg.data, len: msg.len() };
+        let q = &mut self.queues[msg.kind.idx()];
+        let Some(i) = q.posted.iter().position(|p| p.accepts(msg.kind, msg.src, msg.tag)) else {
+            let body = match msg.body {
+                Body::Eager(p) => Stored::Eager(p.to_vec()),
+                Body::Rndv(r) => Stored::Rndv(r),
+            };
+            q.unexpected.push_back(Unexpected { info, body, claimed: None });
+            return Action::Queued;
+        };
+        let is_read = matches!(msg.body, Body::Rndv(_));
+        let (d, done) = place(&mut q.posted[i], msg.kind, &info, is_read);
+        if done {
+            let p = q.posted.remove(i).expect("index from position");
+            self.retire(&p);
+        }
+        match msg.body {
+            Body::Eager(_) => Action::Deliver(d),
+            Body::Rndv(r) => Action::Read(d, r),
+        }
+    }
+
+    /// Remembers a multi-receive buffer leaving the queue with reads still running.
+    fn retire(&mut self, p: &Posted) {
+        if let Some(m) = &p.multi {
+            if m.pending_reads > 0 {
+                self.draining.insert(p.handle, m.pending_reads);
+            }
+        }
+    }
+
+    /// Posts a receive (fi_recv*/fi_trecv*). Returns the actions for the
+    /// unexpected messages it takes at once (several for a multi-receive
+    /// buffer, which stays posted while it has room); empty when it waits in
+    /// the posted queue. With FI_PEEK / FI_CLAIM the request is a peek or a
+    /// claim (tagged only) and is never queued.
+    pub fn post(&mut self, req: RecvRequest) -> FiResult<Vec<Action>> {
+        let special = req.flags & (FI_PEEK | FI_CLAIM | FI_DISCARD);
+        let multi = req.flags & FI_MULTI_RECV != 0;
+        match req.kind {
+            Kind::Msg if special != 0 => {
+                return crate::fail!(FiError::BADFLAGS, "rdm recv: FI_PEEK/FI_CLAIM/FI_DISCARD apply to tagged receives only")
+            }
+            Kind::Tagged if multi => {
+                return crate::fail!(FiError::OPNOTSUPP, "rdm trecv: FI_MULTI_RECV is supported on untagged receives only")
+            }
+            _ => {}
+        }
+        if req.flags & FI_PEEK != 0 {
+            return Ok(vec![self.peek(&req)]);
+        }
+        if req.flags & FI_CLAIM != 0 {
+            return self.claim(&req).map(|a| vec![a]);
+        }
+        if req.flags & FI_DISCARD != 0 {
+            return crate::fail!(FiError::INVAL, "rdm trecv: FI_DISCARD needs FI_PEEK or FI_CLAIM");
+        }
+
+        let mut p = Posted {
+            handle: req.handle,
+            context: req.context,
+            src: req.src,
+            tag: req.tag,
+            ignore: req.ignore,
+            len: req.len,
+            multi: multi.then(|| Multi { used: 0, min: self.min_multi_recv, pending_reads: 0 }),
+        };
+        let q = &mut self.queues[req.kind.idx()];
+        let mut actions = Vec::new();
+        let mut start = 0;
+        loop {
+            let found = q.unexpected.iter().skip(start).position(|u| u.claimed.is_none() && p.accepts(req.kind, u.info.src, u.info.tag));
+            let Some(i) = found.map(|i| i + start) else {
+                q.posted.push_back(p);
+                return Ok(actions);
+            };
+            // Everything before i did not match, and will not match later either.
+            start = i;
+            let u = q.unexpected.remove(i).expect("index from position");
+            let (d, done) = place(&mut p, req.kind, &u.info, u.is_rndv());
+            actions.push(u.into_action(d));
+            if done {
+                self.retire(&p);
+                return Ok(actions);
+            }
+        }
+    }
+
+    /// FI_PEEK [| FI_CLAIM | FI_DISCARD].
+    fn peek(&mut self, req: &RecvRequest) -> Action {
+        let q = &mut self.queues[Kind::Tagged.idx()];
+        let probe = Posted { handle: 0, context: 0, src: req.src, tag: req.tag, ignore: req.ignore, len: 0, multi: None };
+        let Some(i) = q.unexpected.iter().position(|u| u.claimed.is_none() && probe.accepts(Kind::Tagged, u.info.src, u.info.tag)) else {
+            return Action::NoMessage { context: req.context };
+        };
+        let info = q.unexpected[i].info;
+        if req.flags & FI_DISCARD != 0 {
+            let u = q.unexpected.remove(i).expect("index from position");
+            return Action::Discarded { context: req.context, info, rndv: u.into_rndv() };
+        }
+        let claimed = req.flags & FI_CLAIM != 0;
+        if claimed {
+            q.unexpected[i].claimed = Some(req.context);
+        }
+        Action::Peeked { context: req.context, info, claimed }
+    }
+
+    /// FI_CLAIM [| FI_DISCARD] without FI_PEEK: takes the message an earlier
+    /// FI_PEEK|FI_CLAIM with the same context claimed.
+    fn claim(&mut self, req: &RecvRequest) -> FiResult<Action> {
+        let q = &mut self.queues[Kind::Tagged.idx()];
+        let Some(i) = q.unexpected.iter().position(|u| u.claimed == Some(req.context)) else {
+            return crate::fail!(FiError::INVAL, "rdm trecv: FI_CLAIM with context {:#x}, which claimed no message", req.context);
+        };
+        let u = q.unexpected.remove(i).expect("index from position");
+        if req.flags & FI_DISCARD != 0 {
+            let info = u.info;
+            return Ok(Action::Discarded { context: req.context, info, rndv: u.into_rndv() });
+        }
+        let mut p = Posted { handle: req.handle, context: req.context, src: req.src, tag: req.tag, ignore: req.ignore, len: req.len, multi: None };
+        let (d, _) = place(&mut p, Kind::Tagged, &u.info, u.is_rndv());
+        Ok(u.into_action(d))
+    }
+
+    /// A rendezvous read (from an `Action::Read`) finished, successfully or not.
+    /// Returns the delivery with its final `flags` and `last`: for a
+    /// multi-receive buffer released while reads were running, the last read
+    /// to finish carries FI_MULTI_RECV.
+    pub fn read_finished(&mut self, d: &Delivery) -> Delivery {
+        let mut out = d.clone();
+        if !d.multi_recv {
+            return out;
+        }
+        out.last = false;
+        out.flags &= !FI_MULTI_RECV;
+        let q = &mut self.queues[Kind::Msg.idx()];
+        if let Some(m) = q.posted.iter_mut().find(|p| p.handle == d.handle).and_then(|p| p.multi.as_mut()) {
+            m.pending_reads = m.pending_reads.saturating_sub(1);
+            return out;
+        }
+        match self.draining.get_mut(&d.handle) {
+            Some(n) => {
+                *n -= 1;
+                if *n == 0 {
+                    self.draining.remove(&d.handle);
+                    out.last = true;
+                    out.flags |= FI_MULTI_RECV;
+                }
+            }
+            None => tracing::warn!("rdm: read_finished for unknown multi-receive buffer {:#x}", d.handle),
+        }
+        out
+    }
+
+    /// fi_cancel: removes the first posted receive (untagged first, then
+    /// tagged) whose context is `context`. None when there is none (it
+    /// completed already, or never existed).
+    pub fn cancel(&mut self, context: u64) -> Option<Canceled> {
+        for kind in [Kind::Msg, Kind::Tagged] {
+            let q = &mut self.queues[kind.idx()];
+            if let Some(i) = q.posted.iter().position(|p| p.context == context) {
+                let p = q.posted.remove(i).expect("index from position");
+                return Some(self.canceled(kind, p));
+            }
+        }
+        None
+    }
+
+    /// Cancels every posted receive (endpoint close), in posting order per kind.
+    pub fn cancel_all(&mut self) -> Vec<Canceled> {
+        let mut out = Vec::new();
+        for kind in [Kind::Msg, Kind::Tagged] {
+            let posted = std::mem::take(&mut self.queues[kind.idx()].posted);
+            for p in posted {
+                out.push(self.canceled(kind, p));
+            }
+        }
+        out
+    }
+
+    fn canceled(&mut self, kind: Kind, p: Posted) -> Canceled {
+        let mut flags = FI_RECV | kind.cq_flag();
+        let mut last = true;
+        match &p.multi {
+            Some(m) if m.pending_reads > 0 => {
+                last = false;
+                self.retire(&p);
+            }
+            Some(_) => flags |= FI_MULTI_RECV,
+            None => {}
+        }
+        Canceled { handle: p.handle, context: p.context, kind, tag: p.tag, flags, last }
+    }
+
+    /// Removes the unexpected messages from `src` (the peer left the address
+    /// vector). Returns their rendezvous requests, which need no answer (the
+    /// peer is gone) but are returned for logging.
+    pub fn drop_source(&mut self, src: u64) -> Vec<Rendezvous> {
+        let mut out = Vec::new();
+        for q in &mut self.queues {
+            let mut keep = VecDeque::with_capacity(q.unexpected.len());
+            for u in q.unexpected.drain(..) {
+                if u.info.src == src {
+                    out.extend(u.into_rndv());
+                } else {
+                    keep.push_back(u);
+                }
+            }
+            q.unexpected = keep;
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::proto::tests::Rng;
+    use super::*;
+
+    const ANY: u64 = FI_ADDR_UNSPEC;
+
+    fn eager(src: u64, payload: &[u8]) -> Incoming<'_> {
+        Incoming { src, kind: Kind::Msg, tag: 0, data: None, body: Body::Eager(payload) }
+    }
+    fn teager(src: u64, tag: u64, payload: &[u8]) -> Incoming<'_> {
+        Incoming { src, kind: Kind::Tagged, tag, data: None, body: Body::Eager(payload) }
+    }
+    fn rndv(msg_id: u64, len: usize) -> Rendezvous {
+        Rendezvous { msg_id, len, segs: vec![Segment { addr: 0x10000, len: len as u64, rkey: 7 }] }
+    }
+    fn delivered(a: &Action) -> &Delivery {
+        match a {
+            Action::Deliver(d) | Action::DeliverQueued(d, _) | Action::Read(d, _) => d,
+            other => panic!("expected a delivery, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn untagged_matches_in_posting_order() {
+        let mut m = Matcher::new();
+        assert!(m.post(RecvRequest::msg(1, 0xa, 100)).unwrap().is_empty());
+        assert!(m.post(RecvRequest::msg(2, 0xb, 100)).unwrap().is_empty());
+        let d = delivered(&m.arrive(eager(5, b"first"))).clone();
+        assert_eq!((d.handle, d.context, d.offset, d.len, d.olen, d.src), (1, 0xa, 0, 5, 0, 5));
+        assert_eq!(d.flags, FI_RECV | FI_MSG);
+        assert!(d.last && !d.multi_recv);
+        let d = delivered(&m.arrive(eager(6, b"second"))).clone();
+        assert_eq!((d.handle, d.len, d.src), (2, 6, 6));
+        assert_eq!(m.posted_count(Kind::Msg), 0);
+        assert_eq!(m.arrive(eager(5, b"third")), Action::Queued);
+    }
+
+    #[test]
+    fn tagged_ignore_mask_and_order() {
+        let mut m = Matcher::new();
+        m.post(RecvRequest::tagged(1, 0xa, 64, 0x10, 0x0f)).unwrap(); // 0x10..=0x1f
+        m.post(RecvRequest::tagged(2, 0xb, 64, 0x1f, 0)).unwrap(); // exactly 0x1f
+        // 0x20 matches neither.
+        assert_eq!(m.arrive(teager(1, 0x20, b"x")), Action::Queued);
+        // 0x1f matches both: the first posted wins, even though the second is an exact match.
+        let d = delivered(&m.arrive(teager(1, 0x1f, b"y"))).clone();
+        assert_eq!((d.handle, d.tag, d.flags), (1, 0x1f, FI_RECV | FI_TAGGED));
+        // 0x13 no longer has a receive (the mask one is used up; exact 0x1f does not match).
+        assert_eq!(m.arrive(teager(1, 0x13, b"z")), Action::Queued);
+        assert_eq!(delivered(&m.arrive(teager(1, 0x1f, b"w"))).handle, 2);
+        // High bits in the ignore mask.
+        m.post(RecvRequest::tagged(3, 0xc, 64, 0xffff_0000_0000_0001, 0xffff_0000_0000_0000)).unwrap();
+        assert_eq!(delivered(&m.arrive(teager(1, 0x1234_0000_0000_0001, b"v"))).handle, 3);
+        assert!(tag_matches(5, 0, 5));
+        assert!(!tag_matches(5, 0, 4));
+        assert!(tag_matches(5, 1, 4));
+        assert!(tag_matches(0, u64::MAX, 0xdead));
+    }
+
+    #[test]
+    fn tagged_and_untagged_queues_are_separate() {
+        let mut m = Matcher::new();
+        m.post(RecvRequest::msg(1, 0xa, 64)).unwrap();
+        assert_eq!(m.arrive(teager(1, 0, b"t")), Action::Queued, "tagged message does not take an untagged receive");
+        assert_eq!(m.unexpected_count(Kind::Tagged), 1);
+        assert_eq!(m.posted_count(Kind::Msg), 1);
+        m.post(RecvRequest::tagged(2, 0xb, 64, 0, u64::MAX)).unwrap().pop().map(|a| assert_eq!(delivered(&a).handle, 2)).unwrap();
+        assert_eq!(m.unexpected_count(Kind::Tagged), 0);
+        // An untagged receive does not see tagged unexpected messages.
+        assert_eq!(m.arrive(teager(1, 0, b"t")), Action::Queued);
+        assert!(m.post(RecvRequest::msg(3, 0xc, 64)).unwrap().is_empty());
+        assert_eq!(m.posted_count(Kind::Msg), 2);
+    }
+
+    #[test]
+    fn directed_receive_filters_by_source() {
+        let mut m = Matcher::new();
+        m.post(RecvRequest::msg(1, 0xa, 64).from(2)).unwrap();
+        assert_eq!(m.arrive(eager(1, b"from1")), Action::Queued);
+        assert_eq!(delivered(&m.arrive(eager(2, b"from2"))).handle, 1);
+        // A wildcard receive takes the queued message from 1.
+        let a = m.post(RecvRequest::msg(2, 0xb, 64).from(ANY)).unwrap();
+        match &a[..] {
+            [Action::DeliverQueued(d, bytes)] => {
+                assert_eq!((d.handle, d.src, d.len), (2, 1, 5));
+                assert_eq!(bytes, b"from1");
+            }
+            other => panic!("{other:?}"),
+        }
+        // A directed receive skips unexpected messages from other sources.
+        m.arrive(eager(1, b"a1"));
+        m.arrive(eager(3, b"a3"));
+        m.arrive(eager(1, b"b1"));
+        let a = m.post(RecvRequest::msg(3, 0xc, 64).from(3)).unwrap();
+        assert!(matches!(&a[..], [Action::DeliverQueued(d, b)] if d.src == 3 && b == b"a3"));
+        let a = m.post(RecvRequest::tagged(9, 0xd, 64, 0, 0).from(1)).unwrap();
+        assert!(a.is_empty(), "tagged directed receive does not see untagged messages");
+        let a = m.post(RecvRequest::msg(4, 0xe, 64).from(1)).unwrap();
+        assert!(matches!(&a[..], [Action::DeliverQueued(_, b)] if b == b"a1"), "arrival order within a source");
+    }
+
+    #[test]
+    fn unexpected_messages_are_taken_in_arrival_order() {
+        let mut m = Matcher::new();
+        assert_eq!(m.arrive(teager(1, 7, b"one")), Action::Queued);
+        assert_eq!(m.arrive(teager(1, 8, b"two")), Action::Queued);
+        assert_eq!(m.arrive(teager(1, 7, b"three")), Action::Queued);
+        let take = |m: &mut Matcher, tag, ignore| match m.post(RecvRequest::tagged(0, 0, 64, tag, ignore)).unwrap().pop() {
+            Some(Action::DeliverQueued(_, b)) => b,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(take(&mut m, 7, 0), b"one");
+        assert_eq!(take(&mut m, 0, u64::MAX), b"two");
+        assert_eq!(take(&mut m, 0, u64::MAX), b"three");
+        assert_eq!(m.unexpected_count(Kind::Tagged), 0);
+    }
+
+    #[test]
+    fn rendezvous_expected_and_unexpected() {
+        let mut m = Matcher::new();
+        m.post(RecvRequest::tagged(1, 0xa, 1 << 20, 3, 0)).unwrap();
+        let inc = Incoming { src: 4, kind: Kind::Tagged, tag: 3, data: Some(0xbeef), body: Body::Rndv(rndv(77, 100_000)) };
+        match m.arrive(inc) {
+            Action::Read(d, r) => {
+                assert_eq!((d.handle, d.offset, d.len, d.olen, d.data), (1, 0, 100_000, 0, 0xbeef));
+                assert_eq!(d.flags, FI_RECV | FI_TAGGED | FI_REMOTE_CQ_DATA);
+                assert_eq!(r, rndv(77, 100_000));
+                assert_eq!(m.read_finished(&d), d, "a plain receive's delivery is final");
+            }
+            other => panic!("{other:?}"),
+        }
+        // Unexpected rendezvous, then a receive smaller than the message: truncated read.
+        let inc = Incoming { src: 4, kind: Kind::Msg, tag: 0, data: None, body: Body::Rndv(rndv(78, 50_000)) };
+        assert_eq!(m.arrive(inc), Action::Queued);
+        match &m.post(RecvRequest::msg(2, 0xb, 30_000)).unwrap()[..] {
+            [Action::Read(d, r)] => {
+                assert_eq!((d.handle, d.len, d.olen, r.msg_id), (2, 30_000, 20_000, 78));
+                assert!(d.last);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn truncation_reports_overflow_length() {
+        let mut m = Matcher::new();
+        m.post(RecvRequest::msg(1, 0xa, 4)).unwrap();
+        let d = delivered(&m.arrive(eager(1, b"0123456789"))).clone();
+        assert_eq!((d.len, d.olen), (4, 6));
+        // Zero-length buffer, zero-length message.
+        m.post(RecvRequest::msg(2, 0xb, 0)).unwrap();
+        let d = delivered(&m.arrive(eager(1, b"abc"))).clone();
+        assert_eq!((d.len, d.olen), (0, 3));
+        m.post(RecvRequest::msg(3, 0xc, 0)).unwrap();
+        let d = delivered(&m.arrive(eager(1, b""))).clone();
+        assert_eq!((d.len, d.olen), (0, 0));
+    }
+
+    #[test]
+    fn multi_recv_offsets_alignment_and_release() {
+        let mut m = Matcher::new();
+        m.set_min_multi_recv(16);
+        m.post(RecvRequest::msg(1, 0xa, 64).with_flags(FI_MULTI_RECV)).unwrap();
+        let mut got = vec![];
+        for (i, n) in [10usize, 10, 10].into_iter().enumerate() {
+            let payload = vec![i as u8; n];
+            let d = delivered(&m.arrive(eager(1, &payload))).clone();
+            assert!(d.multi_recv && !d.last);
+            assert_eq!(d.flags & FI_MULTI_RECV, 0);
+            got.push((d.offset, d.len));
+        }
+        // 10 bytes each, starts rounded up to 8: 0, 16, 32. End 42 -> next start 48, free 16 (not < 16).
+        assert_eq!(got, vec![(0, 10), (16, 10), (32, 10)]);
+        assert_eq!(m.posted_count(Kind::Msg), 1);
+        let d = delivered(&m.arrive(eager(1, &[9; 5]))).clone();
+        // At 48, end 53 -> next start 56, free 8 < 16: released with this completion.
+        assert_eq!((d.offset, d.len, d.olen), (48, 5, 0));
+        assert!(d.last);
+        assert_eq!(d.flags, FI_RECV | FI_MSG | FI_MULTI_RECV);
+        assert_eq!(m.posted_count(Kind::Msg), 0);
+        assert_eq!(m.arrive(eager(1, b"late")), Action::Queued);
+    }
+
+    #[test]
+    fn multi_recv_truncates_at_end_and_min_zero_releases_when_full() {
+        let mut m = Matcher::new();
+        m.set_min_multi_recv(8);
+        m.post(RecvRequest::msg(1, 0xa, 64).with_flags(FI_MULTI_RECV)).unwrap();
+        assert_eq!(delivered(&m.arrive(eager(1, &[0; 20]))).offset, 0);
+        // Next start 24, room 40: a 100-byte message is truncated by 60 and releases the buffer.
+        let d = delivered(&m.arrive(eager(1, &[0; 100]))).clone();
+        assert_eq!((d.offset, d.len, d.olen, d.last), (24, 40, 60, true));
+        assert!(d.flags & FI_MULTI_RECV != 0);
+
+        m.set_min_multi_recv(0);
+        m.post(RecvRequest::msg(2, 0xb, 16).with_flags(FI_MULTI_RECV)).unwrap();
+        // Zero-length messages take no room.
+        let d = delivered(&m.arrive(eager(1, b""))).clone();
+        assert_eq!((d.offset, d.len, d.last), (0, 0, false));
+        let d = delivered(&m.arrive(eager(1, &[1; 3]))).clone();
+        assert_eq!((d.offset, d.last), (0, false));
+        // Start 8, exactly fills the buffer: free 0 releases even with min 0.
+        let d = delivered(&m.arrive(eager(1, &[1; 8]))).clone();
+        assert_eq!((d.offset, d.len, d.last), (8, 8, true));
+    }
+
+    #[test]
+    fn multi_recv_min_is_taken_when_posted() {
+        let mut m = Matcher::new();
+        m.set_min_multi_recv(32);
+        m.post(RecvRequest::msg(1, 0xa, 64).with_flags(FI_MULTI_RECV)).unwrap();
+        m.set_min_multi_recv(0);
+        assert_eq!(m.min_multi_recv(), 0);
+        // 40 bytes -> free 24 < 32 (the value when posted): released.
+        assert!(delivered(&m.arrive(eager(1, &[0; 40]))).last);
+    }
+
+    #[test]
+    fn multi_recv_drains_unexpected_on_post() {
+        let mut m = Matcher::new();
+        m.set_min_multi_recv(16);
+        for i in 0..5u8 {
+            m.arrive(eager(1 + (i as u64 % 2), &[i; 12]));
+        }
+        // Directed to source 1: takes messages 0, 2, 4 (offsets 0, 16, 32) and stays posted (free 16).
+        let a = m.post(RecvRequest::msg(1, 0xa, 64).with_flags(FI_MULTI_RECV).from(1)).unwrap();
+        let got: Vec<_> = a.iter().map(|a| match a {
+            Action::DeliverQueued(d, b) => (d.offset, b[0], d.last),
+            other => panic!("{other:?}"),
+        }).collect();
+        assert_eq!(got, vec![(0, 0, false), (16, 2, false), (32, 4, false)]);
+        assert_eq!(m.posted_count(Kind::Msg), 1);
+        assert_eq!(m.unexpected_count(Kind::Msg), 2);
+        // Another buffer takes the two from source 2 and is released by the second.
+        let a = m.post(RecvRequest::msg(2, 0xb, 24).with_flags(FI_MULTI_RECV)).unwrap();
+        let got: Vec<_> = a.iter().map(|a| (delivered(a).offset, delivered(a).last)).collect();
+        assert_eq!(got, vec![(0, false), (16, true)]);
+        assert_eq!(m.unexpected_count(Kind::Msg), 0);
+    }
+
+    #[test]
+    fn multi_recv_release_flag_waits_for_running_reads() {
+        let mut m = Matcher::new();
+        m.set_min_multi_recv(16);
+        m.post(RecvRequest::msg(1, 0xa, 128).with_flags(FI_MULTI_RECV)).unwrap();
+        let r1 = match m.arrive(Incoming { src: 1, kind: Kind::Msg, tag: 0, data: None, body: Body::Rndv(rndv(1, 40)) }) {
+            Action::Read(d, _) => d,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!((r1.offset, r1.len, r1.last), (0, 40, false));
+        let r2 = match m.arrive(Incoming { src: 1, kind: Kind::Msg, tag: 0, data: None, body: Body::Rndv(rndv(2, 40)) }) {
+            Action::Read(d, _) => d,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(r2.offset, 40);
+        // Eager at 80, end 110 -> start 112, free 16: stays. Next eager releases it,
+        // but reads are running: no flag yet.
+        assert!(!delivered(&m.arrive(eager(1, &[0; 30]))).last);
+        let e = delivered(&m.arrive(eager(1, &[0; 4]))).clone();
+        assert_eq!(e.offset, 112);
+        assert!(!e.last && e.flags & FI_MULTI_RECV == 0);
+        assert_eq!(m.posted_count(Kind::Msg), 0);
+        // Reads finish out of order; the last one to finish carries the flag.
+        let f2 = m.read_finished(&r2);
+        assert!(!f2.last && f2.flags & FI_MULTI_RECV == 0);
+        let f1 = m.read_finished(&r1);
+        assert!(f1.last && f1.flags & FI_MULTI_RECV != 0);
+
+        // A read finishing while the buffer is still posted does not release it.
+        m.post(RecvRequest::msg(2, 0xb, 128).with_flags(FI_MULTI_RECV)).unwrap();
+        let r = match m.arrive(Incoming { src: 1, kind: Kind::Msg, tag: 0, data: None, body: Body::Rndv(rndv(3, 8)) }) {
+            Action::Read(d, _) => d,
+            other => panic!("{other:?}"),
+        };
+        let f = m.read_finished(&r);
+        assert!(!f.last && f.flags & FI_MULTI_RECV == 0);
+        // Now the eager that releases it is the last completion: it carries the flag.
+        let e = delivered(&m.arrive(eager(1, &[0; 110]))).clone();
+        assert!(e.last && e.flags & FI_MULTI_RECV != 0);
+    }
+
+    #[test]
+    fn peek_claim_discard() {
+        let mut m = Matcher::new();
+        let peek = |tag, ctx, flags| RecvRequest::tagged(0, ctx, 0, tag, 0).with_flags(FI_PEEK | flags);
+        assert_eq!(m.post(peek(5, 0x100, 0)).unwrap(), vec![Action::NoMessage { context: 0x100 }]);
+        m.arrive(Incoming { src: 3, kind: Kind::Tagged, tag: 5, data: Some(9), body: Body::Eager(b"hello") });
+        // Plain peek reports and leaves the message.
+        let info = MsgInfo { src: 3, kind: Kind::Tagged, tag: 5, data: Some(9), len: 5 };
+        assert_eq!(m.post(peek(5, 0x101, 0)).unwrap(), vec![Action::Peeked { context: 0x101, info, claimed: false }]);
+        assert_eq!(info.cq_flags(), FI_RECV | FI_TAGGED | FI_REMOTE_CQ_DATA);
+        assert_eq!(m.unexpected_count(Kind::Tagged), 1);
+        // Directed peek from another source finds nothing.
+        assert_eq!(m.post(peek(5, 0x102, 0).from(4)).unwrap(), vec![Action::NoMessage { context: 0x102 }]);
+        // Peek + claim: the message is reserved.
+        assert_eq!(m.post(peek(5, 0x103, FI_CLAIM)).unwrap(), vec![Action::Peeked { context: 0x103, info, claimed: true }]);
+        assert_eq!(m.post(peek(5, 0x104, 0)).unwrap(), vec![Action::NoMessage { context: 0x104 }], "claimed messages are invisible to peek");
+        assert!(m.post(RecvRequest::tagged(1, 0x105, 64, 5, 0)).unwrap().is_empty(), "and to ordinary receives");
+        assert_eq!(m.posted_count(Kind::Tagged), 1);
+        // Claim with another context fails; with the same context delivers.
+        assert_eq!(m.post(RecvRequest::tagged(2, 0x999, 64, 5, 0).with_flags(FI_CLAIM)), Err(FiError::INVAL));
+        match &m.post(RecvRequest::tagged(2, 0x103, 3, 0, 0).with_flags(FI_CLAIM)).unwrap()[..] {
+            [Action::DeliverQueued(d, b)] => {
+                assert_eq!((d.handle, d.context, d.len, d.olen, d.tag, d.data), (2, 0x103, 3, 2, 5, 9));
+                assert_eq!(b, b"hello");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(m.unexpected_count(Kind::Tagged), 0);
+
+        // Peek + discard drops the first matching message; a rendezvous one needs a FIN.
+        m.arrive(Incoming { src: 3, kind: Kind::Tagged, tag: 6, data: None, body: Body::Rndv(rndv(44, 1000)) });
+        m.arrive(teager(3, 6, b"keep"));
+        match &m.post(peek(6, 0x200, FI_DISCARD)).unwrap()[..] {
+            [Action::Discarded { context: 0x200, info, rndv: Some(r) }] => assert_eq!((info.len, r.msg_id), (1000, 44)),
+            other => panic!("{other:?}"),
+        }
+        // Claim + discard.
+        assert!(matches!(&m.post(peek(6, 0x201, FI_CLAIM)).unwrap()[..], [Action::Peeked { claimed: true, .. }]));
+        match &m.post(RecvRequest::tagged(0, 0x201, 0, 0, 0).with_flags(FI_CLAIM | FI_DISCARD)).unwrap()[..] {
+            [Action::Discarded { context: 0x201, info, rndv: None }] => assert_eq!(info.len, 4),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(m.unexpected_count(Kind::Tagged), 0);
+        assert_eq!(m.posted_count(Kind::Tagged), 1, "the earlier ordinary receive is still waiting");
+    }
+
+    #[test]
+    fn flag_validation() {
+        let mut m = Matcher::new();
+        assert_eq!(m.post(RecvRequest::tagged(1, 1, 8, 0, 0).with_flags(FI_MULTI_RECV)), Err(FiError::OPNOTSUPP));
+        assert_eq!(m.post(RecvRequest::msg(1, 1, 8).with_flags(FI_PEEK)), Err(FiError::BADFLAGS));
+        assert_eq!(m.post(RecvRequest::tagged(1, 1, 8, 0, 0).with_flags(FI_DISCARD)), Err(FiError::INVAL));
+        assert_eq!(m.posted_count(Kind::Msg) + m.posted_count(Kind::Tagged), 0);
+    }
+
+    #[test]
+    fn cancel_removes_posted_receives() {
+        let mut m = Matcher::new();
+        assert_eq!(m.cancel(0x1), None);
+        m.post(RecvRequest::msg(1, 0xa, 8)).unwrap();
+        m.post(RecvRequest::tagged(2, 0xb, 8, 42, 0)).unwrap();
+        m.post(RecvRequest::msg(3, 0xc, 8)).unwrap();
+        let c = m.cancel(0xb).unwrap();
+        assert_eq!(c, Canceled { handle: 2, context: 0xb, kind: Kind::Tagged, tag: 42, flags: FI_RECV | FI_TAGGED, last: true });
+        assert_eq!(m.cancel(0xb), None, "only once");
+        assert_eq!(m.arrive(teager(1, 42, b"x")), Action::Queued, "canceled receive no longer matches");
+        assert_eq!(m.cancel(0xa).unwrap().handle, 1);
+        // The next untagged message goes to the remaining receive.
+        assert_eq!(delivered(&m.arrive(eager(1, b"y"))).handle, 3);
+
+        // Multi-receive: the cancel entry releases it, unless reads are running.
+        m.set_min_multi_recv(1);
+        m.post(RecvRequest::msg(4, 0xd, 64).with_flags(FI_MULTI_RECV)).unwrap();
+        assert_eq!(m.cancel(0xd).unwrap().flags, FI_RECV | FI_MSG | FI_MULTI_RECV);
+        m.post(RecvRequest::msg(5, 0xe, 64).with_flags(FI_MULTI_RECV)).unwrap();
+        let r = match m.arrive(Incoming { src: 1, kind: Kind::Msg, tag: 0, data: None, body: Body::Rndv(rndv(1, 8)) }) {
+            Action::Read(d, _) => d,
+            other => panic!("{other:?}"),
+        };
+        let c = m.cancel(0xe).unwrap();
+        assert_eq!((c.flags, c.last), (FI_RECV | FI_MSG, false));
+        let f = m.read_finished(&r);
+        assert!(f.last && f.flags & FI_MULTI_RECV != 0);
+
+        m.post(RecvRequest::msg(6, 0xf, 8)).unwrap();
+        m.post(RecvRequest::tagged(7, 0x10, 8, 0, 0)).unwrap();
+        let all: Vec<_> = m.cancel_all().iter().map(|c| c.handle).collect();
+        assert_eq!(all, vec![6, 7]);
+    }
+
+    #[test]
+    fn drop_source_forgets_its_unexpected_messages() {
+        let mut m = Matcher::new();
+        m.arrive(eager(1, b"a"));
+        m.arrive(Incoming { src: 2, kind: Kind::Tagged, tag: 0, data: None, body: Body::Rndv(rndv(5, 10)) });
+        m.arrive(eager(2, b"b"));
+        let r = m.drop_source(2);
+        assert_eq!(r.iter().map(|r| r.msg_id).collect::<Vec<_>>(), vec![5]);
+        assert_eq!(m.unexpected_count(Kind::Msg), 1);
+        assert_eq!(m.unexpected_count(Kind::Tagged), 0);
+    }
+
+    #[test]
+    fn from_message_maps_envelopes() {
+        use super::super::proto::Envelope;
+        let m = Message::Eager { credits: 1, msg_id: 2, env: Envelope { tag: Some(7), data: Some(3) }, payload: b"p" };
+        let inc = Incoming::from_message(9, m).unwrap();
+        assert_eq!((inc.src, inc.kind, inc.tag, inc.data, inc.len()), (9, Kind::Tagged, 7, Some(3), 1));
+        let segs = vec![Segment { addr: 1, len: 5, rkey: 2 }];
+        let m = Message::Rts { credits: 0, msg_id: 4, env: Envelope::default(), len: 5, segs: segs.clone() };
+        let inc = Incoming::from_message(9, m).unwrap();
+        assert_eq!((inc.kind, inc.body), (Kind::Msg, Body::Rndv(Rendezvous { msg_id: 4, len: 5, segs })));
+        assert!(Incoming::from_message(9, Message::Credit { credits: 1 }).is_none());
+        assert!(Incoming::from_message(9, Message::Fin { credits: 1, msg_id: 1, len: 0 }).is_none());
+    }
+
+    /// Randomized check against a reference: every arriving message goes to the
+    /// first posted receive (in posting order) that accepts it, otherwise waits;
+    /// every receive takes the first accepting unexpected message (in arrival
+    /// order); nothing is lost or duplicated; and messages with the same source
+    /// and tag are received in arrival order, whatever mix of masks and
+    /// directed receives is used.
+    #[test]
+    fn prop_matching_agrees_with_reference_model() {
+        struct RefRecv {
+            handle: u64,
+            src: u64,
+            tag: u64,
+            ignore: u64,
+        }
+        for seed in 1..=40u64 {
+            let mut r = Rng::new(seed);
+            let mut m = Matcher::new();
+            let mut posted: Vec<RefRecv> = vec![];
+            let mut unexpected: Vec<(u64, u64, u64)> = vec![]; // (seq, src, tag)
+            let mut received: Vec<(u64, u64, u64)> = vec![]; // in match order
+            let mut sent = 0u64;
+            let mut next_handle = 1u64;
+            let accepts = |p: &RefRecv, src: u64, tag: u64| (p.src == ANY || p.src == src) && tag_matches(p.tag, p.ignore, tag);
+            for _ in 0..2000 {
+                if r.chance(1, 2) {
+                    let (src, tag) = (r.below(3), r.below(4));
+                    let seq = sent;
+                    sent += 1;
+                    let payload = seq.to_le_bytes();
+                    let a = m.arrive(teager(src, tag, &payload));
+                    match posted.iter().position(|p| accepts(p, src, tag)) {
+                        Some(i) => {
+                            let want = posted.remove(i).handle;
+                            let d = delivered(&a);
+                            assert_eq!((d.handle, d.src, d.tag), (want, src, tag), "seed {seed}");
+                            received.push((seq, src, tag));
+                        }
+                        None => {
+                            assert_eq!(a, Action::Queued);
+                            unexpected.push((seq, src, tag));
+                        }
+                    }
+                } else {
+                    let src = if r.chance(1, 2) { ANY } else { r.below(3) };
+                    let (tag, ignore) = (r.below(4), [0, 1, 2, 3, u64::MAX][r.below(5) as usize]);
+                    let handle = next_handle;
+                    next_handle += 1;
+                    let a = m.post(RecvRequest::tagged(handle, handle, 8, tag, ignore).from(src)).unwrap();
+                    let rr = RefRecv { handle, src, tag, ignore };
+                    match unexpected.iter().position(|&(_, s, t)| accepts(&rr, s, t)) {
+                        Some(i) => {
+                            let (seq, s, t) = unexpected.remove(i);
+                            match &a[..] {
+                                [Action::DeliverQueued(d, b)] => {
+                                    assert_eq!((d.handle, d.src, d.tag), (handle, s, t));
+                                    assert_eq!(b[..], seq.to_le_bytes());
+                                }
+                                other => panic!("seed {seed}: {other:?}"),
+                            }
+                            received.push((seq, s, t));
+                        }
+                        None => {
+                            assert!(a.is_empty());
+                            posted.push(rr);
+                        }
+                    }
+                }
+                assert_eq!(m.posted_count(Kind::Tagged), posted.len());
+                assert_eq!(m.unexpected_count(Kind::Tagged), unexpected.len());
+            }
+            // Per (source, tag), matched in arrival order.
+            for src in 0..3 {
+                for tag in 0..4 {
+                    let seqs: Vec<u64> = received.iter().filter(|x| x.1 == src && x.2 == tag).map(|x| x.0).collect();
+                    assert!(seqs.windows(2).all(|w| w[0] < w[1]), "seed {seed}: order broken for ({src},{tag})");
+                }
+            }
+            assert_eq!(received.len() + unexpected.len(), sent as usize, "nothing lost or duplicated");
+        }
+    }
+}

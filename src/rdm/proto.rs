@@ -1,0 +1,820 @@
+//! The RDM wire protocol, version 1 (docs/rdm-protocol.md has the byte layout).
+//!
+//! Every message starts with a fixed 40-byte little-endian header. The
+//! encoding is *canonical*: every field has exactly one accepted value for a
+//! given message (unused fields must be zero, flags must be those the op
+//! allows), so `decode(x) == Ok(m)` implies `encode(m) == x`. That makes the
+//! validation easy to test and leaves no room for a peer to smuggle state in
+//! "ignored" bits.
+//!
+//! Input is hostile: `decode` checks version, op, flags, every length against
+//! what actually arrived, segment counts and sizes, and uses checked
+//! arithmetic throughout. It never panics; it returns a [`ProtoError`].
+
+use std::fmt;
+
+use crate::error::FiError;
+
+/// Protocol version carried in byte 0 of every header.
+pub const VERSION: u8 = 1;
+/// Size of the fixed header.
+pub const HEADER_LEN: usize = 40;
+/// Size of one rendezvous segment descriptor (after an RTS header).
+pub const SEG_LEN: usize = 24;
+/// Most segments one RTS may describe (so the sender's tx iov_limit must not exceed it).
+pub const MAX_SEGS: usize = 16;
+/// Largest RTS: header plus `MAX_SEGS` segments.
+pub const MAX_RTS_LEN: usize = HEADER_LEN + MAX_SEGS * SEG_LEN;
+/// Largest message (total length) a peer may announce; bounds all length arithmetic.
+pub const MAX_MSG_LEN: u64 = 1 << 40;
+/// Largest EAGER payload the protocol allows (the eager-size knob is clamped to it).
+pub const MAX_EAGER: usize = 1 << 20;
+
+/// Header flag: the message is tagged (the tag field is meaningful).
+pub const F_TAGGED: u16 = 1 << 0;
+/// Header flag: the message carries remote CQ data (the data field is meaningful).
+pub const F_REMOTE_CQ_DATA: u16 = 1 << 1;
+const DATA_FLAGS: u16 = F_TAGGED | F_REMOTE_CQ_DATA;
+
+/// Message types.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Op {
+    /// Header + payload in one send.
+    Eager = 1,
+    /// Rendezvous request: header + segment list; the receiver RDMA-reads the payload.
+    RndvRts = 2,
+    /// Rendezvous done: the receiver has read what it wanted; the sender completes its send.
+    RndvFin = 3,
+    /// Rendezvous failed at the receiver (e.g. the RDMA read failed); the sender completes with an error.
+    RndvNack = 4,
+    /// Standalone credit return.
+    Credit = 5,
+}
+
+impl Op {
+    pub fn from_u8(v: u8) -> Option<Op> {
+        Some(match v {
+            1 => Op::Eager,
+            2 => Op::RndvRts,
+            3 => Op::RndvFin,
+            4 => Op::RndvNack,
+            5 => Op::Credit,
+            _ => return None,
+        })
+    }
+}
+
+/// What matching needs to know about an application message: its tag (None:
+/// untagged, FI_MSG) and its remote CQ data (4 bytes in version 1).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Envelope {
+    pub tag: Option<u64>,
+    pub data: Option<u32>,
+}
+
+impl Envelope {
+    fn flags(&self) -> u16 {
+        (if self.tag.is_some() { F_TAGGED } else { 0 }) | (if self.data.is_some() { F_REMOTE_CQ_DATA } else { 0 })
+    }
+}
+
+/// One piece of the sender's buffer, readable by the receiver with RDMA READ.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Segment {
+    pub addr: u64,
+    pub len: u64,
+    pub rkey: u32,
+}
+
+/// A decoded (or to-be-encoded) message. `credits` is the credit grant: how
+/// many receive buffers the sender of this message has reposted for the peer
+/// since its last grant (see `credits.rs`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Message<'a> {
+    Eager { credits: u16, msg_id: u64, env: Envelope, payload: &'a [u8] },
+    /// `len` is the total message length, the sum of the segments' lengths.
+    Rts { credits: u16, msg_id: u64, env: Envelope, len: u64, segs: Vec<Segment> },
+    /// `msg_id` is the RTS's; `len` the number of bytes the receiver consumed (less than the
+    /// message when it truncated it, 0 when it discarded it).
+    Fin { credits: u16, msg_id: u64, len: u64 },
+    /// `err` is a positive libfabric error code (e.g. FI_EIO).
+    Nack { credits: u16, msg_id: u64, err: u16 },
+    Credit { credits: u16 },
+}
+
+/// Why a buffer is not a valid message (or a message cannot be encoded).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProtoError {
+    /// Fewer bytes than the header (or the header's segment list) needs.
+    Short { need: usize, got: usize },
+    /// Unknown protocol version.
+    Version(u8),
+    /// Unknown op.
+    Op(u8),
+    /// Flags the op does not allow.
+    Flags { op: u8, flags: u16 },
+    /// A field that must be zero (or in a range) is not.
+    Field(&'static str),
+    /// The length field disagrees with the bytes that arrived (or trailing bytes follow).
+    Length { expected: u64, got: u64 },
+    /// Bad segment list (count, a zero-length segment, or lengths not summing to the total).
+    Segments(&'static str),
+    /// A length beyond the protocol's bounds.
+    TooLarge(u64),
+    /// encode: the output buffer is too small.
+    BufferTooSmall { need: usize, got: usize },
+}
+
+impl ProtoError {
+    /// The libfabric error to report when this error reaches a user operation.
+    pub fn fi_error(&self) -> FiError {
+        match self {
+            ProtoError::BufferTooSmall { .. } => FiError::TOOSMALL,
+            ProtoError::TooLarge(_) => FiError::MSGSIZE,
+            _ => FiError::IO,
+        }
+    }
+}
+
+impl fmt::Display for ProtoError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ProtoError::Short { need, got } => write!(f, "message too short: {got} bytes, need {need}"),
+            ProtoError::Version(v) => write!(f, "unsupported protocol version {v} (this side speaks {VERSION})"),
+            ProtoError::Op(o) => write!(f, "unknown op {o}"),
+            ProtoError::Flags { op, flags } => write!(f, "flags {flags:#x} not allowed for op {op}"),
+            ProtoError::Field(name) => write!(f, "invalid {name} field"),
+            ProtoError::Length { expected, got } => write!(f, "length mismatch: header says {expected}, got {got}"),
+            ProtoError::Segments(why) => write!(f, "bad rendezvous segment list: {why}"),
+            ProtoError::TooLarge(n) => write!(f, "length {n} exceeds the protocol limit"),
+            ProtoError::BufferTooSmall { need, got } => write!(f, "encode: buffer of {got} bytes, need {need}"),
+        }
+    }
+}
+
+impl std::error::Error for ProtoError {}
+
+// Header field offsets (docs/rdm-protocol.md, "Header").
+const O_VERSION: usize = 0;
+const O_OP: usize = 1;
+const O_FLAGS: usize = 2;
+const O_CREDITS: usize = 4;
+const O_AUX: usize = 6;
+const O_TAG: usize = 8;
+const O_DATA: usize = 16;
+const O_MSG_ID: usize = 24;
+const O_LEN: usize = 32;
+
+/// The raw header fields, before per-op validation.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Header {
+    version: u8,
+    op: u8,
+    flags: u16,
+    credits: u16,
+    /// RTS: number of segments; NACK: error code; otherwise 0.
+    aux: u16,
+    tag: u64,
+    data: u64,
+    msg_id: u64,
+    len: u64,
+}
+
+fn rd16(b: &[u8], o: usize) -> u16 {
+    u16::from_le_bytes([b[o], b[o + 1]])
+}
+fn rd32(b: &[u8], o: usize) -> u32 {
+    u32::from_le_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]])
+}
+fn rd64(b: &[u8], o: usize) -> u64 {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(&b[o..o + 8]);
+    u64::from_le_bytes(a)
+}
+fn wr(b: &mut [u8], o: usize, v: &[u8]) {
+    b[o..o + v.len()].copy_from_slice(v);
+}
+
+impl Header {
+    /// `b` must hold at least HEADER_LEN bytes (checked by the caller).
+    fn read(b: &[u8]) -> Header {
+        Header {
+            version: b[O_VERSION],
+            op: b[O_OP],
+            flags: rd16(b, O_FLAGS),
+            credits: rd16(b, O_CREDITS),
+            aux: rd16(b, O_AUX),
+            tag: rd64(b, O_TAG),
+            data: rd64(b, O_DATA),
+            msg_id: rd64(b, O_MSG_ID),
+            len: rd64(b, O_LEN),
+        }
+    }
+
+    /// `b` must hold at least HEADER_LEN bytes (checked by the caller).
+    fn write(&self, b: &mut [u8]) {
+        b[O_VERSION] = self.version;
+        b[O_OP] = self.op;
+        wr(b, O_FLAGS, &self.flags.to_le_bytes());
+        wr(b, O_CREDITS, &self.credits.to_le_bytes());
+        wr(b, O_AUX, &self.aux.to_le_bytes());
+        wr(b, O_TAG, &self.tag.to_le_bytes());
+        wr(b, O_DATA, &self.data.to_le_bytes());
+        wr(b, O_MSG_ID, &self.msg_id.to_le_bytes());
+        wr(b, O_LEN, &self.len.to_le_bytes());
+    }
+
+    fn data_msg(op: Op, credits: u16, msg_id: u64, env: &Envelope, aux: u16, len: u64) -> Header {
+        Header {
+            version: VERSION,
+            op: op as u8,
+            flags: env.flags(),
+            credits,
+            aux,
+            tag: env.tag.unwrap_or(0),
+            data: env.data.map_or(0, u64::from),
+            msg_id,
+            len,
+        }
+    }
+
+    /// The envelope of an EAGER or RTS header; tag and data must be zero unless flagged.
+    fn envelope(&self) -> Result<Envelope, ProtoError> {
+        if self.flags & !DATA_FLAGS != 0 {
+            return Err(ProtoError::Flags { op: self.op, flags: self.flags });
+        }
+        let tag = if self.flags & F_TAGGED != 0 {
+            Some(self.tag)
+        } else if self.tag != 0 {
+            return Err(ProtoError::Field("tag"));
+        } else {
+            None
+        };
+        // Version 1 carries 4 bytes of CQ data (the provider's cq_data_size).
+        let data = if self.flags & F_REMOTE_CQ_DATA != 0 {
+            Some(u32::try_from(self.data).map_err(|_| ProtoError::Field("cq data"))?)
+        } else if self.data != 0 {
+            return Err(ProtoError::Field("cq data"));
+        } else {
+            None
+        };
+        Ok(Envelope { tag, data })
+    }
+
+    /// For control ops (FIN, NACK, CREDIT): no flags, no tag, no data.
+    fn control(&self) -> Result<(), ProtoError> {
+        if self.flags != 0 {
+            return Err(ProtoError::Flags { op: self.op, flags: self.flags });
+        }
+        if self.tag != 0 {
+            return Err(ProtoError::Field("tag"));
+        }
+        if self.data != 0 {
+            return Err(ProtoError::Field("cq data"));
+        }
+        Ok(())
+    }
+}
+
+/// Checks an RTS's segment list against its total length.
+fn check_segs(segs: &[Segment], len: u64) -> Result<(), ProtoError> {
+    if segs.is_empty() {
+        return Err(ProtoError::Segments("no segments"));
+    }
+    if segs.len() > MAX_SEGS {
+        return Err(ProtoError::Segments("too many segments"));
+    }
+    if len > MAX_MSG_LEN {
+        return Err(ProtoError::TooLarge(len));
+    }
+    let mut sum: u64 = 0;
+    for s in segs {
+        if s.len == 0 {
+            return Err(ProtoError::Segments("zero-length segment"));
+        }
+        if s.addr.checked_add(s.len).is_none() {
+            return Err(ProtoError::Segments("segment wraps the address space"));
+        }
+        sum = sum.checked_add(s.len).ok_or(ProtoError::Segments("lengths overflow"))?;
+    }
+    if sum != len {
+        return Err(ProtoError::Segments("lengths do not sum to the message length"));
+    }
+    Ok(())
+}
+
+/// Decodes one message (all the bytes one receive completion reported).
+pub fn decode(buf: &[u8]) -> Result<Message<'_>, ProtoError> {
+    if buf.len() < HEADER_LEN {
+        return Err(ProtoError::Short { need: HEADER_LEN, got: buf.len() });
+    }
+    let h = Header::read(buf);
+    if h.version != VERSION {
+        return Err(ProtoError::Version(h.version));
+    }
+    let op = Op::from_u8(h.op).ok_or(ProtoError::Op(h.op))?;
+    let body = &buf[HEADER_LEN..];
+    // Control messages and EAGER-less ops have nothing after the header (RTS: the segments).
+    let no_body = || {
+        if body.is_empty() {
+            Ok(())
+        } else {
+            Err(ProtoError::Length { expected: HEADER_LEN as u64, got: buf.len() as u64 })
+        }
+    };
+    match op {
+        Op::Eager => {
+            let env = h.envelope()?;
+            if h.aux != 0 {
+                return Err(ProtoError::Field("aux"));
+            }
+            if h.len != body.len() as u64 {
+                return Err(ProtoError::Length { expected: h.len, got: body.len() as u64 });
+            }
+            if body.len() > MAX_EAGER {
+                return Err(ProtoError::TooLarge(h.len));
+            }
+            Ok(Message::Eager { credits: h.credits, msg_id: h.msg_id, env, payload: body })
+        }
+        Op::RndvRts => {
+            let env = h.envelope()?;
+            let n = h.aux as usize;
+            if n == 0 || n > MAX_SEGS {
+                return Err(ProtoError::Segments("segment count out of range"));
+            }
+            // n <= MAX_SEGS, so this cannot overflow.
+            let need = n * SEG_LEN;
+            if body.len() < need {
+                return Err(ProtoError::Short { need: HEADER_LEN + need, got: buf.len() });
+            }
+            if body.len() > need {
+                return Err(ProtoError::Length { expected: (HEADER_LEN + need) as u64, got: buf.len() as u64 });
+            }
+            let mut segs = Vec::with_capacity(n);
+            for raw in body.chunks_exact(SEG_LEN) {
+                if rd32(raw, 20) != 0 {
+                    return Err(ProtoError::Field("segment reserved"));
+                }
+                segs.push(Segment { addr: rd64(raw, 0), len: rd64(raw, 8), rkey: rd32(raw, 16) });
+            }
+            check_segs(&segs, h.len)?;
+            Ok(Message::Rts { credits: h.credits, msg_id: h.msg_id, env, len: h.len, segs })
+        }
+        Op::RndvFin => {
+            h.control()?;
+            no_body()?;
+            if h.aux != 0 {
+                return Err(ProtoError::Field("aux"));
+            }
+            if h.len > MAX_MSG_LEN {
+                return Err(ProtoError::TooLarge(h.len));
+            }
+            Ok(Message::Fin { credits: h.credits, msg_id: h.msg_id, len: h.len })
+        }
+        Op::RndvNack => {
+            h.control()?;
+            no_body()?;
+            if h.aux == 0 {
+                return Err(ProtoError::Field("nack error code"));
+            }
+            if h.len != 0 {
+                return Err(ProtoError::Field("len"));
+            }
+            Ok(Message::Nack { credits: h.credits, msg_id: h.msg_id, err: h.aux })
+        }
+        Op::Credit => {
+            h.control()?;
+            no_body()?;
+            if h.aux != 0 || h.msg_id != 0 || h.len != 0 {
+                return Err(ProtoError::Field("credit message field"));
+            }
+            Ok(Message::Credit { credits: h.credits })
+        }
+    }
+}
+
+/// The header of an EAGER message whose `payload_len` payload bytes the caller
+/// places right after it (e.g. gathered from the user's iov by a second SGE).
+pub fn eager_header(credits: u16, msg_id: u64, env: Envelope, payload_len: usize) -> Result<[u8; HEADER_LEN], ProtoError> {
+    if payload_len > MAX_EAGER {
+        return Err(ProtoError::TooLarge(payload_len as u64));
+    }
+    let mut b = [0u8; HEADER_LEN];
+    Header::data_msg(Op::Eager, credits, msg_id, &env, 0, payload_len as u64).write(&mut b);
+    Ok(b)
+}
+
+impl<'a> Message<'a> {
+    pub fn op(&self) -> Op {
+        match self {
+            Message::Eager { .. } => Op::Eager,
+            Message::Rts { .. } => Op::RndvRts,
+            Message::Fin { .. } => Op::RndvFin,
+            Message::Nack { .. } => Op::RndvNack,
+            Message::Credit { .. } => Op::Credit,
+        }
+    }
+
+    /// The credit grant this message carries.
+    pub fn credits(&self) -> u16 {
+        match self {
+            Message::Eager { credits, .. }
+            | Message::Rts { credits, .. }
+            | Message::Fin { credits, .. }
+            | Message::Nack { credits, .. }
+            | Message::Credit { credits } => *credits,
+        }
+    }
+
+    /// Bytes `encode` writes.
+    pub fn encoded_len(&self) -> usize {
+        match self {
+            Message::Eager { payload, .. } => HEADER_LEN + payload.len(),
+            Message::Rts { segs, .. } => HEADER_LEN + segs.len() * SEG_LEN,
+            _ => HEADER_LEN,
+        }
+    }
+
+    /// Writes the message to the start of `out`; returns the bytes written.
+    /// Refuses messages `decode` would reject, so the peer never sees them.
+    pub fn encode(&self, out: &mut [u8]) -> Result<usize, ProtoError> {
+        let h = match self {
+            Message::Eager { credits, msg_id, env, payload } => {
+                if payload.len() > MAX_EAGER {
+                    return Err(ProtoError::TooLarge(payload.len() as u64));
+                }
+                Header::data_msg(Op::Eager, *credits, *msg_id, env, 0, payload.len() as u64)
+            }
+            Message::Rts { credits, msg_id, env, len, segs } => {
+                check_segs(segs, *len)?;
+                Header::data_msg(Op::RndvRts, *credits, *msg_id, env, segs.len() as u16, *len)
+            }
+            Message::Fin { credits, msg_id, len } => {
+                if *len > MAX_MSG_LEN {
+                    return Err(ProtoError::TooLarge(*len));
+                }
+                Header { version: VERSION, op: Op::RndvFin as u8, credits: *credits, msg_id: *msg_id, len: *len, ..Default::default() }
+            }
+            Message::Nack { credits, msg_id, err } => {
+                if *err == 0 {
+                    return Err(ProtoError::Field("nack error code"));
+                }
+                Header { version: VERSION, op: Op::RndvNack as u8, credits: *credits, msg_id: *msg_id, aux: *err, ..Default::default() }
+            }
+            Message::Credit { credits } => Header { version: VERSION, op: Op::Credit as u8, credits: *credits, ..Default::default() },
+        };
+        let need = self.encoded_len();
+        if out.len() < need {
+            return Err(ProtoError::BufferTooSmall { need, got: out.len() });
+        }
+        h.write(out);
+        match self {
+            Message::Eager { payload, .. } => out[HEADER_LEN..need].copy_from_slice(payload),
+            Message::Rts { segs, .. } => {
+                for (raw, s) in out[HEADER_LEN..need].chunks_exact_mut(SEG_LEN).zip(segs) {
+                    wr(raw, 0, &s.addr.to_le_bytes());
+                    wr(raw, 8, &s.len.to_le_bytes());
+                    wr(raw, 16, &s.rkey.to_le_bytes());
+                    wr(raw, 20, &0u32.to_le_bytes());
+                }
+            }
+            _ => {}
+        }
+        Ok(need)
+    }
+
+    /// `encode` into a new vector.
+    pub fn to_vec(&self) -> Result<Vec<u8>, ProtoError> {
+        let mut v = vec![0u8; self.encoded_len()];
+        self.encode(&mut v)?;
+        Ok(v)
+    }
+}
+
+/// One RDMA READ the receiver of an RTS issues: `len` bytes from
+/// (`remote_addr`, `rkey`) into the message's byte `local_offset`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReadChunk {
+    pub local_offset: usize,
+    pub remote_addr: u64,
+    pub rkey: u32,
+    pub len: usize,
+}
+
+/// Splits the first `len` bytes described by `segs` into reads of at most
+/// `max_chunk` bytes (the device's max_msg_size), in message order. Chunks never
+/// cross a segment boundary. `len` beyond the segments' total is cut to it.
+pub fn read_plan(segs: &[Segment], len: usize, max_chunk: usize) -> Vec<ReadChunk> {
+    let max_chunk = max_chunk.max(1);
+    let mut out = Vec::new();
+    let mut done = 0usize;
+    for s in segs {
+        if done >= len {
+            break;
+        }
+        let seg_len = usize::try_from(s.len).unwrap_or(usize::MAX);
+        let take = seg_len.min(len - done);
+        let mut off = 0usize;
+        while off < take {
+            let n = (take - off).min(max_chunk);
+            out.push(ReadChunk { local_offset: done + off, remote_addr: s.addr.wrapping_add(off as u64), rkey: s.rkey, len: n });
+            off += n;
+        }
+        done += take;
+    }
+    out
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// Tiny xorshift64* generator for the property tests (no extra crates).
+    pub(crate) struct Rng(u64);
+    impl Rng {
+        pub(crate) fn new(seed: u64) -> Rng {
+            Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+        }
+        pub(crate) fn next(&mut self) -> u64 {
+            let mut x = self.0;
+            x ^= x >> 12;
+            x ^= x << 25;
+            x ^= x >> 27;
+            self.0 = x;
+            x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+        }
+        /// Uniform-ish in 0..n (n > 0).
+        pub(crate) fn below(&mut self, n: u64) -> u64 {
+            self.next() % n
+        }
+        pub(crate) fn chance(&mut self, num: u64, den: u64) -> bool {
+            self.below(den) < num
+        }
+        pub(crate) fn bytes(&mut self, n: usize) -> Vec<u8> {
+            (0..n).map(|_| self.next() as u8).collect()
+        }
+    }
+
+    fn env(tag: Option<u64>, data: Option<u32>) -> Envelope {
+        Envelope { tag, data }
+    }
+
+    #[test]
+    fn header_layout_is_as_documented() {
+        let payload = b"hello";
+        let m = Message::Eager { credits: 0x0102, msg_id: 0x1122_3344_5566_7788, env: env(Some(0xAABB), Some(0xDEAD_BEEF)), payload };
+        let b = m.to_vec().unwrap();
+        assert_eq!(b.len(), HEADER_LEN + 5);
+        assert_eq!(b[0], VERSION);
+        assert_eq!(b[1], Op::Eager as u8);
+        assert_eq!(&b[2..4], &(F_TAGGED | F_REMOTE_CQ_DATA).to_le_bytes());
+        assert_eq!(&b[4..6], &[0x02, 0x01], "credits, little-endian");
+        assert_eq!(&b[6..8], &[0, 0], "aux");
+        assert_eq!(&b[8..16], &0xAABBu64.to_le_bytes());
+        assert_eq!(&b[16..24], &0xDEAD_BEEFu64.to_le_bytes());
+        assert_eq!(&b[24..32], &0x1122_3344_5566_7788u64.to_le_bytes());
+        assert_eq!(&b[32..40], &5u64.to_le_bytes());
+        assert_eq!(&b[40..], payload);
+        // The split-header helper produces the same bytes.
+        assert_eq!(&eager_header(0x0102, 0x1122_3344_5566_7788, env(Some(0xAABB), Some(0xDEAD_BEEF)), 5).unwrap()[..], &b[..40]);
+
+        let segs = vec![Segment { addr: 0x1000, len: 7, rkey: 0x55 }, Segment { addr: 0x9000, len: 3, rkey: 0x66 }];
+        let r = Message::Rts { credits: 1, msg_id: 9, env: env(None, None), len: 10, segs };
+        let b = r.to_vec().unwrap();
+        assert_eq!(b.len(), HEADER_LEN + 2 * SEG_LEN);
+        assert_eq!(b[1], Op::RndvRts as u8);
+        assert_eq!(&b[6..8], &2u16.to_le_bytes(), "aux = segment count");
+        assert_eq!(&b[32..40], &10u64.to_le_bytes());
+        assert_eq!(&b[40..48], &0x1000u64.to_le_bytes());
+        assert_eq!(&b[48..56], &7u64.to_le_bytes());
+        assert_eq!(&b[56..60], &0x55u32.to_le_bytes());
+        assert_eq!(&b[60..64], &[0, 0, 0, 0]);
+        assert_eq!(&b[64..72], &0x9000u64.to_le_bytes());
+
+        let n = Message::Nack { credits: 0, msg_id: 4, err: 5 }.to_vec().unwrap();
+        assert_eq!(&n[6..8], &5u16.to_le_bytes(), "aux = error code");
+    }
+
+    #[test]
+    fn decode_rejects_malformed_headers() {
+        let good = Message::Eager { credits: 3, msg_id: 1, env: env(None, None), payload: b"abcd" }.to_vec().unwrap();
+        assert!(decode(&good).is_ok());
+        // Too short.
+        assert_eq!(decode(&good[..39]), Err(ProtoError::Short { need: 40, got: 39 }));
+        assert_eq!(decode(&[]), Err(ProtoError::Short { need: 40, got: 0 }));
+        // Version.
+        let mut b = good.clone();
+        b[0] = 2;
+        assert_eq!(decode(&b), Err(ProtoError::Version(2)));
+        // Op.
+        let mut b = good.clone();
+        b[1] = 0;
+        assert_eq!(decode(&b), Err(ProtoError::Op(0)));
+        b[1] = 6;
+        assert_eq!(decode(&b), Err(ProtoError::Op(6)));
+        // Unknown flag.
+        let mut b = good.clone();
+        b[2] = 0x04;
+        assert!(matches!(decode(&b), Err(ProtoError::Flags { .. })));
+        // Tag without F_TAGGED.
+        let mut b = good.clone();
+        b[8] = 1;
+        assert_eq!(decode(&b), Err(ProtoError::Field("tag")));
+        // CQ data beyond 4 bytes.
+        let mut b = good.clone();
+        b[2] = F_REMOTE_CQ_DATA as u8;
+        b[20] = 1;
+        assert_eq!(decode(&b), Err(ProtoError::Field("cq data")));
+        // Payload length must match what arrived, both ways.
+        assert_eq!(decode(&good[..42]), Err(ProtoError::Length { expected: 4, got: 2 }));
+        let mut b = good.clone();
+        b.push(0);
+        assert_eq!(decode(&b), Err(ProtoError::Length { expected: 4, got: 5 }));
+        let mut b = good.clone();
+        b[32..40].copy_from_slice(&u64::MAX.to_le_bytes());
+        assert!(matches!(decode(&b), Err(ProtoError::Length { .. })));
+    }
+
+    #[test]
+    fn decode_rejects_bad_rendezvous() {
+        let seg = Segment { addr: 0x1000, len: 100, rkey: 1 };
+        let good = Message::Rts { credits: 0, msg_id: 1, env: env(Some(5), None), len: 100, segs: vec![seg] }.to_vec().unwrap();
+        assert!(decode(&good).is_ok());
+        // Segment count 0 and beyond MAX_SEGS.
+        let mut b = good.clone();
+        b[6..8].copy_from_slice(&0u16.to_le_bytes());
+        assert!(matches!(decode(&b), Err(ProtoError::Segments(_))));
+        b[6..8].copy_from_slice(&(MAX_SEGS as u16 + 1).to_le_bytes());
+        assert!(matches!(decode(&b), Err(ProtoError::Segments(_))));
+        b[6..8].copy_from_slice(&u16::MAX.to_le_bytes());
+        assert!(matches!(decode(&b), Err(ProtoError::Segments(_))));
+        // Count says 2, one arrived.
+        let mut b = good.clone();
+        b[6..8].copy_from_slice(&2u16.to_le_bytes());
+        assert_eq!(decode(&b), Err(ProtoError::Short { need: 88, got: 64 }));
+        // Sum mismatch.
+        let mut b = good.clone();
+        b[32..40].copy_from_slice(&101u64.to_le_bytes());
+        assert!(matches!(decode(&b), Err(ProtoError::Segments(_))));
+        // Overflowing sum of two huge segments.
+        let huge = Segment { addr: 0, len: u64::MAX / 2 + 1, rkey: 0 };
+        let mut b = good[..HEADER_LEN].to_vec();
+        b[6..8].copy_from_slice(&2u16.to_le_bytes());
+        b[32..40].copy_from_slice(&0u64.to_le_bytes());
+        for _ in 0..2 {
+            let mut raw = [0u8; SEG_LEN];
+            raw[8..16].copy_from_slice(&huge.len.to_le_bytes());
+            b.extend_from_slice(&raw);
+        }
+        assert!(decode(&b).is_err());
+        // Total beyond MAX_MSG_LEN.
+        let big = Message::Rts { credits: 0, msg_id: 1, env: env(None, None), len: MAX_MSG_LEN + 1, segs: vec![Segment { addr: 0, len: MAX_MSG_LEN + 1, rkey: 0 }] };
+        assert_eq!(big.to_vec(), Err(ProtoError::TooLarge(MAX_MSG_LEN + 1)));
+        // Zero-length segment; segment wrapping the address space; reserved bytes.
+        let z = Message::Rts { credits: 0, msg_id: 1, env: env(None, None), len: 0, segs: vec![Segment { addr: 0, len: 0, rkey: 0 }] };
+        assert!(matches!(z.to_vec(), Err(ProtoError::Segments(_))));
+        let mut b = good.clone();
+        b[40..48].copy_from_slice(&(u64::MAX - 10).to_le_bytes());
+        assert!(matches!(decode(&b), Err(ProtoError::Segments(_))));
+        let mut b = good.clone();
+        b[63] = 1;
+        assert_eq!(decode(&b), Err(ProtoError::Field("segment reserved")));
+    }
+
+    #[test]
+    fn decode_rejects_bad_control_messages() {
+        let fin = Message::Fin { credits: 2, msg_id: 7, len: 9 }.to_vec().unwrap();
+        let mut b = fin.clone();
+        b[2] = F_TAGGED as u8;
+        assert!(matches!(decode(&b), Err(ProtoError::Flags { .. })));
+        let mut b = fin.clone();
+        b.push(0);
+        assert!(matches!(decode(&b), Err(ProtoError::Length { .. })));
+        let nack = Message::Nack { credits: 0, msg_id: 7, err: 5 }.to_vec().unwrap();
+        let mut b = nack.clone();
+        b[6] = 0;
+        assert_eq!(decode(&b), Err(ProtoError::Field("nack error code")));
+        let credit = Message::Credit { credits: 4 }.to_vec().unwrap();
+        let mut b = credit.clone();
+        b[24] = 1;
+        assert!(matches!(decode(&b), Err(ProtoError::Field(_))));
+        assert_eq!(Message::Nack { credits: 0, msg_id: 1, err: 0 }.to_vec(), Err(ProtoError::Field("nack error code")));
+        // Encoding into a small buffer fails cleanly.
+        let mut small = [0u8; 39];
+        assert_eq!(Message::Credit { credits: 1 }.encode(&mut small), Err(ProtoError::BufferTooSmall { need: 40, got: 39 }));
+        assert_eq!(ProtoError::BufferTooSmall { need: 1, got: 0 }.fi_error(), FiError::TOOSMALL);
+        assert_eq!(ProtoError::Version(9).fi_error(), FiError::IO);
+    }
+
+    fn random_env(r: &mut Rng) -> Envelope {
+        env(if r.chance(1, 2) { Some(r.next()) } else { None }, if r.chance(1, 2) { Some(r.next() as u32) } else { None })
+    }
+
+    /// A random valid message; its payload lives in `store`.
+    fn random_message<'a>(r: &mut Rng, store: &'a [u8]) -> Message<'a> {
+        let credits = r.next() as u16;
+        let msg_id = r.next();
+        match r.below(5) {
+            0 => Message::Eager { credits, msg_id, env: random_env(r), payload: store },
+            1 => {
+                let n = 1 + r.below(MAX_SEGS as u64) as usize;
+                let segs: Vec<Segment> = (0..n)
+                    .map(|_| {
+                        let len = 1 + r.below(MAX_MSG_LEN / MAX_SEGS as u64);
+                        Segment { addr: r.below(u64::MAX - len), len, rkey: r.next() as u32 }
+                    })
+                    .collect();
+                let len = segs.iter().map(|s| s.len).sum();
+                Message::Rts { credits, msg_id, env: random_env(r), len, segs }
+            }
+            2 => Message::Fin { credits, msg_id, len: r.below(MAX_MSG_LEN + 1) },
+            3 => Message::Nack { credits, msg_id, err: 1 + r.below(u16::MAX as u64) as u16 },
+            _ => Message::Credit { credits },
+        }
+    }
+
+    #[test]
+    fn prop_encode_then_decode_is_identity() {
+        let mut r = Rng::new(1);
+        for _ in 0..20_000 {
+            let n = r.below(300) as usize;
+            let store = r.bytes(n);
+            let m = random_message(&mut r, &store);
+            let b = m.to_vec().expect("valid messages encode");
+            assert_eq!(b.len(), m.encoded_len());
+            assert_eq!(decode(&b).as_ref(), Ok(&m));
+        }
+    }
+
+    #[test]
+    fn prop_decode_never_panics_on_random_bytes() {
+        let mut r = Rng::new(2);
+        let mut accepted = 0;
+        for _ in 0..100_000 {
+            let n = r.below(2 * MAX_RTS_LEN as u64) as usize;
+            let mut b = r.bytes(n);
+            // Make the header plausible half of the time, so the deeper checks run too.
+            if b.len() >= HEADER_LEN && r.chance(1, 2) {
+                b[0] = VERSION;
+                b[1] = 1 + r.below(5) as u8;
+                if r.chance(1, 2) {
+                    b[2..8].fill(0);
+                    b[2] = r.below(4) as u8;
+                    b[8..40].fill(0);
+                    if b[1] == Op::Eager as u8 {
+                        let n = (b.len() - HEADER_LEN) as u64;
+                        b[32..40].copy_from_slice(&n.to_le_bytes());
+                    }
+                }
+            }
+            if let Ok(m) = decode(&b) {
+                accepted += 1;
+                assert_eq!(m.to_vec().unwrap(), b, "decoding is canonical");
+            }
+        }
+        assert!(accepted > 0, "the generator should hit some valid messages");
+    }
+
+    #[test]
+    fn prop_mutated_valid_messages_decode_canonically_or_fail() {
+        // Flip, truncate and extend valid encodings: whatever decode accepts must
+        // re-encode to exactly the bytes it was given (no ignored bits).
+        let mut r = Rng::new(3);
+        for _ in 0..50_000 {
+            let n = r.below(64) as usize;
+            let store = r.bytes(n);
+            let m = random_message(&mut r, &store);
+            let mut b = m.to_vec().unwrap();
+            match r.below(3) {
+                0 => {
+                    let i = r.below(b.len() as u64) as usize;
+                    b[i] ^= 1 << r.below(8);
+                }
+                1 => b.truncate(r.below(b.len() as u64) as usize),
+                _ => b.extend(r.bytes(1 + r.below(30) as usize)),
+            }
+            if let Ok(d) = decode(&b) {
+                assert_eq!(d.to_vec().unwrap(), b);
+            }
+        }
+    }
+
+    #[test]
+    fn read_plan_splits_and_truncates() {
+        let segs = [Segment { addr: 0x1000, len: 10, rkey: 1 }, Segment { addr: 0x5000, len: 6, rkey: 2 }];
+        let p = read_plan(&segs, 16, 4);
+        let got: Vec<_> = p.iter().map(|c| (c.local_offset, c.remote_addr, c.rkey, c.len)).collect();
+        assert_eq!(
+            got,
+            vec![(0, 0x1000, 1, 4), (4, 0x1004, 1, 4), (8, 0x1008, 1, 2), (10, 0x5000, 2, 4), (14, 0x5004, 2, 2)]
+        );
+        // Truncated to 12 bytes: the second segment is read only in part.
+        let p = read_plan(&segs, 12, 100);
+        let got: Vec<_> = p.iter().map(|c| (c.local_offset, c.remote_addr, c.len)).collect();
+        assert_eq!(got, vec![(0, 0x1000, 10), (10, 0x5000, 2)]);
+        assert!(read_plan(&segs, 0, 100).is_empty());
+        // A length beyond the segments is cut to them.
+        assert_eq!(read_plan(&segs, 1000, 100).iter().map(|c| c.len).sum::<usize>(), 16);
+    }
+}
