@@ -21,6 +21,7 @@ pub mod fabric;
 pub mod info;
 pub mod log;
 pub mod mr;
+pub mod rdm;
 pub mod sys;
 pub mod verbs;
 pub mod wait;

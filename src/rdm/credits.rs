@@ -107,7 +107,7 @@ impl<M> PeerFlow<M> {
         PeerFlow { local, peer_bufs, credits: peer_bufs as u32, owed: 0, queue: VecDeque::new() }
     }
 
-    /// Queues a message for the peer. It leaves, in order, through `next`.
+    /// Queues a message for the peer. It leaves, in order, through `next_send`.
     pub fn push(&mut self, msg: M) {
         self.queue.push_back(msg);
     }
@@ -115,7 +115,7 @@ impl<M> PeerFlow<M> {
     /// The next thing to transmit, if flow control allows one now. Call it
     /// until None after `push`, `granted` and `reposted` (and only when the
     /// send queue has a free slot: what it returns is committed).
-    pub fn next(&mut self) -> Option<Outgoing<M>> {
+    pub fn next_send(&mut self) -> Option<Outgoing<M>> {
         if self.credits >= 2 {
             if let Some(msg) = self.queue.pop_front() {
                 self.credits -= 1;
@@ -204,7 +204,7 @@ mod tests {
             f.push(i);
         }
         let mut sent = vec![];
-        while let Some(o) = f.next() {
+        while let Some(o) = f.next_send() {
             match o {
                 Outgoing::Data { msg, grant } => {
                     assert_eq!(grant, 0);
@@ -218,26 +218,26 @@ mod tests {
         assert_eq!((f.credits(), f.queued()), (1, 3));
         // The peer returns 2: two more leave, in order.
         f.granted(2);
-        assert_eq!(f.next(), Some(Outgoing::Data { msg: 3, grant: 0 }));
-        assert_eq!(f.next(), Some(Outgoing::Data { msg: 4, grant: 0 }));
-        assert_eq!(f.next(), None);
+        assert_eq!(f.next_send(), Some(Outgoing::Data { msg: 3, grant: 0 }));
+        assert_eq!(f.next_send(), Some(Outgoing::Data { msg: 4, grant: 0 }));
+        assert_eq!(f.next_send(), None);
         f.granted(3);
-        assert_eq!(f.next(), Some(Outgoing::Data { msg: 5, grant: 0 }));
+        assert_eq!(f.next_send(), Some(Outgoing::Data { msg: 5, grant: 0 }));
         assert_eq!((f.credits(), f.queued()), (3, 0));
-        assert_eq!(f.next(), None);
+        assert_eq!(f.next_send(), None);
     }
 
     #[test]
     fn owed_credits_piggyback_or_go_standalone() {
         let mut f: PeerFlow<&str> = PeerFlow::new(cfg(8, 3), 8);
         f.reposted(2);
-        assert_eq!(f.next(), None, "2 owed, below the threshold of 3: wait for traffic");
+        assert_eq!(f.next_send(), None, "2 owed, below the threshold of 3: wait for traffic");
         f.push("a");
-        assert_eq!(f.next(), Some(Outgoing::Data { msg: "a", grant: 2 }), "piggybacked");
+        assert_eq!(f.next_send(), Some(Outgoing::Data { msg: "a", grant: 2 }), "piggybacked");
         assert_eq!(f.owed(), 0);
         f.reposted(3);
-        assert_eq!(f.next(), Some(Outgoing::Credit { grant: 3 }), "threshold reached, no traffic");
-        assert_eq!(f.next(), None);
+        assert_eq!(f.next_send(), Some(Outgoing::Credit { grant: 3 }), "threshold reached, no traffic");
+        assert_eq!(f.next_send(), None);
         assert_eq!(f.credits(), 6);
     }
 
@@ -247,18 +247,18 @@ mod tests {
         for i in 0..4 {
             f.push(i);
         }
-        while f.next().is_some() {}
+        while f.next_send().is_some() {}
         assert_eq!(f.credits(), 1);
         // Stalled, but owing: the reserve returns the credits.
         f.reposted(2);
-        assert_eq!(f.next(), Some(Outgoing::Credit { grant: 2 }));
+        assert_eq!(f.next_send(), Some(Outgoing::Credit { grant: 2 }));
         assert_eq!(f.credits(), 0);
         f.reposted(2);
-        assert_eq!(f.next(), None, "nothing left to send even a CREDIT with");
+        assert_eq!(f.next_send(), None, "nothing left to send even a CREDIT with");
         f.granted(2);
         // Data first (in order), carrying what is owed.
-        assert_eq!(f.next(), Some(Outgoing::Data { msg: 3, grant: 2 }));
-        assert_eq!(f.next(), None);
+        assert_eq!(f.next_send(), Some(Outgoing::Data { msg: 3, grant: 2 }));
+        assert_eq!(f.next_send(), None);
     }
 
     #[test]
@@ -332,7 +332,7 @@ mod tests {
         let mut credit_msgs = 0u64;
 
         let transmit = |s: &mut Side, link: &mut VecDeque<Wire>, credit_msgs: &mut u64| -> bool {
-            match s.flow.next() {
+            match s.flow.next_send() {
                 Some(Outgoing::Data { msg, grant }) => {
                     link.push_back(Wire { msg: Some(msg), grant });
                     true
@@ -480,7 +480,7 @@ mod tests {
                 assert!(steps < 100_000, "seed {seed}: stuck");
                 match r.below(4) {
                     0 => {
-                        if let Some(o) = tx.next() {
+                        if let Some(o) = tx.next_send() {
                             to_rx.push_back(o);
                         }
                     }
@@ -503,7 +503,7 @@ mod tests {
                         posted += pending;
                         rx.reposted(pending);
                         pending = 0;
-                        if let Some(o) = rx.next() {
+                        if let Some(o) = rx.next_send() {
                             to_tx.push_back(o);
                         }
                     }

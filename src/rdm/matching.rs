@@ -24,7 +24,8 @@
 //! truncated. After each placement, the free space is
 //! `buffer_len - align_up(end_of_message)`; when it is below the buffer's
 //! minimum (FI_OPT_MIN_MULTI_RECV as it was when the buffer was posted), or
-//! zero, the buffer is released: it leaves the posted queue and its last
+//! zero, the buffer is released (so a buffer posted with less room than the
+//! minimum takes exactly one message): it leaves the posted queue and its last
 //! completion carries FI_MULTI_RECV. "Last" is in completion order: if
 //! rendezvous reads into the buffer are still running when it is released,
 //! the flag goes on the completion of the last of them to finish (see
@@ -33,9 +34,7 @@
 use std::collections::{HashMap, VecDeque};
 
 use super::proto::{Message, Segment};
-use crate::capi::consts::{
-    FI_ADDR_UNSPEC, FI_CLAIM, FI_DISCARD, FI_MSG, FI_MULTI_RECV, FI_PEEK, FI_RECV, FI_REMOTE_CQ_DATA, FI_TAGGED,
-};
+use crate::capi::consts::{FI_ADDR_UNSPEC, FI_CLAIM, FI_DISCARD, FI_MSG, FI_MULTI_RECV, FI_PEEK, FI_RECV, FI_REMOTE_CQ_DATA, FI_TAGGED};
 use crate::error::{FiError, FiResult};
 
 /// Alignment of message starts inside a multi-receive buffer, relative to the buffer's start.
@@ -479,7 +478,7 @@ impl Matcher {
             tag: req.tag,
             ignore: req.ignore,
             len: req.len,
-            multi: multi.then(|| Multi { used: 0, min: self.min_multi_recv, pending_reads: 0 }),
+            multi: multi.then_some(Multi { used: 0, min: self.min_multi_recv, pending_reads: 0 }),
         };
         let q = &mut self.queues[req.kind.idx()];
         let mut actions = Vec::new();
@@ -533,7 +532,8 @@ impl Matcher {
             let info = u.info;
             return Ok(Action::Discarded { context: req.context, info, rndv: u.into_rndv() });
         }
-        let mut p = Posted { handle: req.handle, context: req.context, src: req.src, tag: req.tag, ignore: req.ignore, len: req.len, multi: None };
+        let mut p =
+            Posted { handle: req.handle, context: req.context, src: req.src, tag: req.tag, ignore: req.ignore, len: req.len, multi: None };
         let (d, _) = place(&mut p, Kind::Tagged, &u.info, u.is_rndv());
         Ok(u.into_action(d))
     }
@@ -671,7 +671,7 @@ mod tests {
         let mut m = Matcher::new();
         m.post(RecvRequest::tagged(1, 0xa, 64, 0x10, 0x0f)).unwrap(); // 0x10..=0x1f
         m.post(RecvRequest::tagged(2, 0xb, 64, 0x1f, 0)).unwrap(); // exactly 0x1f
-        // 0x20 matches neither.
+                                                                   // 0x20 matches neither.
         assert_eq!(m.arrive(teager(1, 0x20, b"x")), Action::Queued);
         // 0x1f matches both: the first posted wins, even though the second is an exact match.
         let d = delivered(&m.arrive(teager(1, 0x1f, b"y"))).clone();
@@ -855,15 +855,19 @@ mod tests {
         }
         // Directed to source 1: takes messages 0, 2, 4 (offsets 0, 16, 32) and stays posted (free 16).
         let a = m.post(RecvRequest::msg(1, 0xa, 64).with_flags(FI_MULTI_RECV).from(1)).unwrap();
-        let got: Vec<_> = a.iter().map(|a| match a {
-            Action::DeliverQueued(d, b) => (d.offset, b[0], d.last),
-            other => panic!("{other:?}"),
-        }).collect();
+        let got: Vec<_> = a
+            .iter()
+            .map(|a| match a {
+                Action::DeliverQueued(d, b) => (d.offset, b[0], d.last),
+                other => panic!("{other:?}"),
+            })
+            .collect();
         assert_eq!(got, vec![(0, 0, false), (16, 2, false), (32, 4, false)]);
         assert_eq!(m.posted_count(Kind::Msg), 1);
         assert_eq!(m.unexpected_count(Kind::Msg), 2);
-        // Another buffer takes the two from source 2 and is released by the second.
-        let a = m.post(RecvRequest::msg(2, 0xb, 24).with_flags(FI_MULTI_RECV)).unwrap();
+        // Another buffer takes the two from source 2 and is released by the second
+        // (after it: end 28, next start 32, free 8 < 16).
+        let a = m.post(RecvRequest::msg(2, 0xb, 40).with_flags(FI_MULTI_RECV)).unwrap();
         let got: Vec<_> = a.iter().map(|a| (delivered(a).offset, delivered(a).last)).collect();
         assert_eq!(got, vec![(0, false), (16, true)]);
         assert_eq!(m.unexpected_count(Kind::Msg), 0);
@@ -925,7 +929,11 @@ mod tests {
         assert_eq!(m.post(peek(5, 0x102, 0).from(4)).unwrap(), vec![Action::NoMessage { context: 0x102 }]);
         // Peek + claim: the message is reserved.
         assert_eq!(m.post(peek(5, 0x103, FI_CLAIM)).unwrap(), vec![Action::Peeked { context: 0x103, info, claimed: true }]);
-        assert_eq!(m.post(peek(5, 0x104, 0)).unwrap(), vec![Action::NoMessage { context: 0x104 }], "claimed messages are invisible to peek");
+        assert_eq!(
+            m.post(peek(5, 0x104, 0)).unwrap(),
+            vec![Action::NoMessage { context: 0x104 }],
+            "claimed messages are invisible to peek"
+        );
         assert!(m.post(RecvRequest::tagged(1, 0x105, 64, 5, 0)).unwrap().is_empty(), "and to ordinary receives");
         assert_eq!(m.posted_count(Kind::Tagged), 1);
         // Claim with another context fails; with the same context delivers.

@@ -92,15 +92,36 @@ pub struct Segment {
 /// since its last grant (see `credits.rs`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Message<'a> {
-    Eager { credits: u16, msg_id: u64, env: Envelope, payload: &'a [u8] },
+    Eager {
+        credits: u16,
+        msg_id: u64,
+        env: Envelope,
+        payload: &'a [u8],
+    },
     /// `len` is the total message length, the sum of the segments' lengths.
-    Rts { credits: u16, msg_id: u64, env: Envelope, len: u64, segs: Vec<Segment> },
+    Rts {
+        credits: u16,
+        msg_id: u64,
+        env: Envelope,
+        len: u64,
+        segs: Vec<Segment>,
+    },
     /// `msg_id` is the RTS's; `len` the number of bytes the receiver consumed (less than the
     /// message when it truncated it, 0 when it discarded it).
-    Fin { credits: u16, msg_id: u64, len: u64 },
+    Fin {
+        credits: u16,
+        msg_id: u64,
+        len: u64,
+    },
     /// `err` is a positive libfabric error code (e.g. FI_EIO).
-    Nack { credits: u16, msg_id: u64, err: u16 },
-    Credit { credits: u16 },
+    Nack {
+        credits: u16,
+        msg_id: u64,
+        err: u16,
+    },
+    Credit {
+        credits: u16,
+    },
 }
 
 /// Why a buffer is not a valid message (or a message cannot be encoded).
@@ -492,6 +513,66 @@ impl<'a> Message<'a> {
     }
 }
 
+/// Most bytes of an endpoint name a HELLO carries (HELLO_MAX_LEN - 4).
+pub const HELLO_MAX_NAME: usize = 52;
+/// Largest HELLO: fits the 56 bytes of private data an IB/RoCE connect request carries.
+pub const HELLO_MAX_LEN: usize = 4 + HELLO_MAX_NAME;
+
+/// The connection handshake, carried in the rdma-cm private data of the
+/// connect request (from the connecting endpoint) and of the accept (back):
+/// the protocol version, the receive buffers the sender dedicates to the peer
+/// (the peer's initial credits), and the sender's endpoint name (what the
+/// peer's address vector holds for it, so the passive side can map the new
+/// QP to an fi_addr; empty in the accept).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hello {
+    pub bufs_per_peer: u16,
+    pub name: Vec<u8>,
+}
+
+impl Hello {
+    pub fn encode(&self) -> Result<Vec<u8>, ProtoError> {
+        if self.name.len() > HELLO_MAX_NAME {
+            return Err(ProtoError::TooLarge(self.name.len() as u64));
+        }
+        if self.bufs_per_peer < super::credits::MIN_CREDITS {
+            return Err(ProtoError::Field("hello buffers per peer"));
+        }
+        let mut v = Vec::with_capacity(4 + self.name.len());
+        v.push(VERSION);
+        v.push(self.name.len() as u8);
+        v.extend_from_slice(&self.bufs_per_peer.to_le_bytes());
+        v.extend_from_slice(&self.name);
+        Ok(v)
+    }
+
+    /// Decodes private data. Bytes after the name must be zero: rdma-cm may
+    /// deliver the private data padded with zeros to the transport's size.
+    pub fn decode(b: &[u8]) -> Result<Hello, ProtoError> {
+        if b.len() < 4 {
+            return Err(ProtoError::Short { need: 4, got: b.len() });
+        }
+        if b[0] != VERSION {
+            return Err(ProtoError::Version(b[0]));
+        }
+        let n = b[1] as usize;
+        if n > HELLO_MAX_NAME {
+            return Err(ProtoError::TooLarge(n as u64));
+        }
+        if b.len() < 4 + n {
+            return Err(ProtoError::Short { need: 4 + n, got: b.len() });
+        }
+        if b[4 + n..].iter().any(|&x| x != 0) {
+            return Err(ProtoError::Length { expected: (4 + n) as u64, got: b.len() as u64 });
+        }
+        let bufs_per_peer = rd16(b, 2);
+        if bufs_per_peer < super::credits::MIN_CREDITS {
+            return Err(ProtoError::Field("hello buffers per peer"));
+        }
+        Ok(Hello { bufs_per_peer, name: b[4..4 + n].to_vec() })
+    }
+}
+
 /// One RDMA READ the receiver of an RTS issues: `len` bytes from
 /// (`remote_addr`, `rkey`) into the message's byte `local_offset`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -669,7 +750,13 @@ pub(crate) mod tests {
         }
         assert!(decode(&b).is_err());
         // Total beyond MAX_MSG_LEN.
-        let big = Message::Rts { credits: 0, msg_id: 1, env: env(None, None), len: MAX_MSG_LEN + 1, segs: vec![Segment { addr: 0, len: MAX_MSG_LEN + 1, rkey: 0 }] };
+        let big = Message::Rts {
+            credits: 0,
+            msg_id: 1,
+            env: env(None, None),
+            len: MAX_MSG_LEN + 1,
+            segs: vec![Segment { addr: 0, len: MAX_MSG_LEN + 1, rkey: 0 }],
+        };
         assert_eq!(big.to_vec(), Err(ProtoError::TooLarge(MAX_MSG_LEN + 1)));
         // Zero-length segment; segment wrapping the address space; reserved bytes.
         let z = Message::Rts { credits: 0, msg_id: 1, env: env(None, None), len: 0, segs: vec![Segment { addr: 0, len: 0, rkey: 0 }] };
@@ -792,10 +879,52 @@ pub(crate) mod tests {
                     b[i] ^= 1 << r.below(8);
                 }
                 1 => b.truncate(r.below(b.len() as u64) as usize),
-                _ => b.extend(r.bytes(1 + r.below(30) as usize)),
+                _ => {
+                    let n = 1 + r.below(30) as usize;
+                    b.extend(r.bytes(n))
+                }
             }
             if let Ok(d) = decode(&b) {
                 assert_eq!(d.to_vec().unwrap(), b);
+            }
+        }
+    }
+
+    #[test]
+    fn hello_roundtrip_and_validation() {
+        let h = Hello { bufs_per_peer: 32, name: (0..28).collect() };
+        let b = h.encode().unwrap();
+        assert_eq!(&b[..4], &[VERSION, 28, 32, 0]);
+        assert_eq!(Hello::decode(&b), Ok(h.clone()));
+        // Zero padding (as rdma-cm delivers it) is accepted; anything else after the name is not.
+        let mut p = b.clone();
+        p.resize(56, 0);
+        assert_eq!(Hello::decode(&p), Ok(h.clone()));
+        p[55] = 1;
+        assert!(Hello::decode(&p).is_err());
+        assert_eq!(Hello::decode(&b[..3]), Err(ProtoError::Short { need: 4, got: 3 }));
+        assert_eq!(Hello::decode(&b[..20]), Err(ProtoError::Short { need: 32, got: 20 }));
+        let mut v = b.clone();
+        v[0] = 9;
+        assert_eq!(Hello::decode(&v), Err(ProtoError::Version(9)));
+        let mut v = b.clone();
+        v[1] = 53;
+        assert_eq!(Hello::decode(&v), Err(ProtoError::TooLarge(53)));
+        let mut v = b.clone();
+        v[2..4].copy_from_slice(&2u16.to_le_bytes());
+        assert!(Hello::decode(&v).is_err(), "fewer buffers than the credit rules need");
+        assert!(Hello { bufs_per_peer: 32, name: vec![0; 53] }.encode().is_err());
+        assert_eq!(Hello { bufs_per_peer: 3, name: vec![1; HELLO_MAX_NAME] }.encode().unwrap().len(), HELLO_MAX_LEN);
+        let mut r = Rng::new(4);
+        for _ in 0..20_000 {
+            let n = r.below(70) as usize;
+            let mut b = r.bytes(n);
+            if n > 0 && r.chance(1, 2) {
+                b[0] = VERSION;
+            }
+            if let Ok(h) = Hello::decode(&b) {
+                let e = h.encode().unwrap();
+                assert_eq!(&b[..e.len()], &e[..]);
             }
         }
     }
@@ -805,10 +934,7 @@ pub(crate) mod tests {
         let segs = [Segment { addr: 0x1000, len: 10, rkey: 1 }, Segment { addr: 0x5000, len: 6, rkey: 2 }];
         let p = read_plan(&segs, 16, 4);
         let got: Vec<_> = p.iter().map(|c| (c.local_offset, c.remote_addr, c.rkey, c.len)).collect();
-        assert_eq!(
-            got,
-            vec![(0, 0x1000, 1, 4), (4, 0x1004, 1, 4), (8, 0x1008, 1, 2), (10, 0x5000, 2, 4), (14, 0x5004, 2, 2)]
-        );
+        assert_eq!(got, vec![(0, 0x1000, 1, 4), (4, 0x1004, 1, 4), (8, 0x1008, 1, 2), (10, 0x5000, 2, 4), (14, 0x5004, 2, 2)]);
         // Truncated to 12 bytes: the second segment is read only in part.
         let p = read_plan(&segs, 12, 100);
         let got: Vec<_> = p.iter().map(|c| (c.local_offset, c.remote_addr, c.len)).collect();
