@@ -226,6 +226,11 @@ cmd_run() {
     printf 'LAB_HOST_HOME=%q\n' "${HOME:-/root}"
     printf 'LAB_KVER=%q\n' "$kv"
     printf 'LAB_T0=%q\n' "$(date +%s)"
+    # Suite knobs set on the host reach the guest script.
+    local v
+    for v in $(compgen -e | grep -E '^(SUITE_|SKIP_|PP_|CTEST_|FI_|RSVERBS_|TEST_)'); do
+      printf 'export %s=%q\n' "$v" "${!v}"
+    done
   } >"$out/.lab-env"
 
   local -a vng=(
