@@ -197,8 +197,8 @@ unsafe fn ep_common(domain: *mut fid_domain, info: *mut fi_info, out: *mut *mut 
             msg: &EP_MSG_OPS as *const _ as *mut _,
             rma: &EP_RMA_OPS as *const _ as *mut _,
             tagged: &EP_TAGGED_OPS as *const _ as *mut _,
-            atomic: std::ptr::null_mut(),
-            collective: std::ptr::null_mut(),
+            atomic: &super::nosys::ATOMIC_NOSYS as *const _ as *mut _,
+            collective: &super::nosys::COLLECTIVE_NOSYS as *const _ as *mut _,
         },
         inner: ep,
     });
@@ -273,6 +273,13 @@ unsafe extern "C" fn ep_control(f: *mut fid, command: c_int, arg: *mut c_void) -
                 }
                 let bits = v & !(FI_TRANSMIT | FI_RECV);
                 if command == FI_SETOPSFLAG {
+                    if rx && bits & FI_MULTI_RECV != 0 {
+                        return crate::fail!(FiError::OPNOTSUPP, "FI_SETOPSFLAG: FI_MULTI_RECV is not supported on MSG endpoints");
+                    }
+                    let allowed = if tx { MSG_TX_FLAGS } else { MSG_RX_FLAGS };
+                    if bits & !allowed != 0 {
+                        return crate::fail!(FiError::BADFLAGS, "FI_SETOPSFLAG: unsupported flags {:#x}", bits & !allowed);
+                    }
                     if tx {
                         o.inner.set_tx_op_flags(bits)
                     } else {
@@ -413,11 +420,15 @@ unsafe fn cm_param<'a>(param: *const c_void, len: usize) -> FiResult<&'a [u8]> {
     if param.is_null() {
         return crate::fail!(FiError::INVAL, "CM data pointer is NULL with length {len}");
     }
-    if len > CM_DATA_SIZE {
-        return crate::fail!(FiError::INVAL, "CM data of {len} bytes exceeds FI_OPT_CM_DATA_SIZE ({CM_DATA_SIZE})");
-    }
-    // SAFETY: the caller passes `len` readable bytes.
-    Ok(unsafe { std::slice::from_raw_parts(param as *const u8, len) })
+    // fi_cm(3): data beyond FI_OPT_CM_DATA_SIZE is silently truncated.
+    let n = if len > CM_DATA_SIZE {
+        tracing::debug!("CM data of {len} bytes truncated to FI_OPT_CM_DATA_SIZE ({CM_DATA_SIZE})");
+        CM_DATA_SIZE
+    } else {
+        len
+    };
+    // SAFETY: the caller passes `len` (>= n) readable bytes.
+    Ok(unsafe { std::slice::from_raw_parts(param as *const u8, n) })
 }
 
 unsafe extern "C" fn ep_connect(e: *mut fid_ep, addr: *const c_void, param: *const c_void, len: usize) -> c_int {

@@ -118,12 +118,21 @@ unsafe extern "C" fn eq_control(f: *mut fid, command: c_int, arg: *mut c_void) -
 
 /// Writes one entry into the caller's buffer. Returns the bytes written.
 unsafe fn write_entry(e: &EqEntry, event: *mut u32, buf: *mut c_void, len: usize) -> FiResult<isize> {
+    // A CM entry needs room for its fixed part; its data is cut to the buffer
+    // (fi_eq(3): the data returned is limited to the buffer space provided).
     let (need, ev) = match e {
-        EqEntry::Cm { event, data, .. } => (std::mem::size_of::<fi_eq_cm_entry>() + data.len(), *event),
+        EqEntry::Cm { event, data, .. } => {
+            let base = std::mem::size_of::<fi_eq_cm_entry>();
+            (base + data.len().min(len.saturating_sub(base)), *event)
+        }
         EqEntry::User { event, bytes } => (bytes.len(), *event),
     };
-    if buf.is_null() || len < need {
-        return crate::fail!(FiError::TOOSMALL, "fi_eq_read: buffer of {len} bytes, event needs {need}");
+    let min = match e {
+        EqEntry::Cm { .. } => std::mem::size_of::<fi_eq_cm_entry>(),
+        EqEntry::User { bytes, .. } => bytes.len(),
+    };
+    if buf.is_null() || len < min {
+        return crate::fail!(FiError::TOOSMALL, "fi_eq_read: buffer of {len} bytes, event needs {min}");
     }
     match e {
         EqEntry::Cm { fid: f, info, data, .. } => {
@@ -137,8 +146,9 @@ unsafe fn write_entry(e: &EqEntry, event: *mut u32, buf: *mut c_void, len: usize
             unsafe {
                 std::ptr::write_unaligned(std::ptr::addr_of_mut!((*ent).fid), *f as *mut fid);
                 std::ptr::write_unaligned(std::ptr::addr_of_mut!((*ent).info), ip);
-                let dp = (buf as *mut u8).add(std::mem::size_of::<fi_eq_cm_entry>());
-                std::ptr::copy_nonoverlapping(data.as_ptr(), dp, data.len());
+                let base = std::mem::size_of::<fi_eq_cm_entry>();
+                let dp = (buf as *mut u8).add(base);
+                std::ptr::copy_nonoverlapping(data.as_ptr(), dp, need - base);
             }
         }
         EqEntry::User { bytes, .. } => {

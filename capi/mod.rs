@@ -11,5 +11,6 @@ pub mod domain;
 pub mod ep;
 pub mod eq;
 pub mod info;
+pub mod nosys;
 pub mod prov;
 pub mod util;

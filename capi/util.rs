@@ -64,8 +64,11 @@ pub unsafe fn obj<'a, T: FiObject>(p: *const fid) -> FiResult<&'a T> {
     }
     // SAFETY: caller guarantees a readable fid header.
     let (class, ops) = unsafe { ((*p).fclass, (*p).ops as *const fi_ops) };
-    if class != T::CLASS || ops != T::fi_ops() {
+    if class != T::CLASS {
         return crate::fail!(FiError::INVAL, "expected a {} object (class {}), got class {class}", T::NAME, T::CLASS);
+    }
+    if ops != T::fi_ops() {
+        return crate::fail!(FiError::INVAL, "a {} object of another provider (foreign ops table)", T::NAME);
     }
     // SAFETY: class and ops table are ours, so `p` is the first field of a live `T`
     // (boxed, #[repr(C)], fid first) that we created and have not freed.

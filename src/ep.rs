@@ -28,10 +28,9 @@ use crate::verbs::cm::{CmEvent, CmEventKind, CmId, ConnParam};
 use crate::verbs::{send_flags, Iov, QpCaps, SendOp};
 
 /// Encodes application CM data behind its length byte.
+/// Data beyond `CM_DATA_SIZE` is cut (fi_cm(3): silently truncated).
 pub fn cm_data_encode(data: &[u8]) -> FiResult<Vec<u8>> {
-    if data.len() > CM_DATA_SIZE {
-        return crate::fail!(FiError::INVAL, "CM data of {} bytes exceeds FI_OPT_CM_DATA_SIZE ({CM_DATA_SIZE})", data.len());
-    }
+    let data = &data[..data.len().min(CM_DATA_SIZE)];
     let mut v = Vec::with_capacity(data.len() + 1);
     v.push(data.len() as u8);
     v.extend_from_slice(data);
@@ -403,6 +402,9 @@ impl MsgEp {
         match self.state() {
             EpState::Enabled => {}
             EpState::Idle => return crate::fail!(FiError::OPBADSTATE, "fi_connect: endpoint not enabled"),
+            EpState::Shutdown => {
+                return crate::fail!(FiError::OPBADSTATE, "fi_connect: endpoint was shut down or refused; open a new one")
+            }
             _ => return crate::fail!(FiError::ISCONN, "fi_connect: endpoint already connecting or connected"),
         }
         let peer = self.id.peer_addr().filter(|p| !p.ip().is_unspecified());
@@ -668,7 +670,8 @@ impl CmHandler for MsgEp {
                 Some(Ok(EqEntry::Cm { event: FI_SHUTDOWN, fid, info: None, data: Vec::new() }))
             }
             CmEventKind::Rejected => {
-                self.set_state(EpState::Enabled);
+                // rdma-cm does not let a refused id connect again.
+                self.set_state(EpState::Shutdown);
                 Some(Err(EqErr {
                     fid,
                     err: FI_ECONNREFUSED,
@@ -858,7 +861,11 @@ mod tests {
         let mut padded = e.clone();
         padded.resize(56, 0);
         assert_eq!(cm_data_decode(&padded), d.to_vec());
-        assert_eq!(cm_data_encode(&[0u8; CM_DATA_SIZE + 1]).unwrap_err(), FiError::INVAL);
+        assert_eq!(cm_data_encode(&[9u8; CM_DATA_SIZE + 1]).unwrap(), {
+            let mut v = vec![CM_DATA_SIZE as u8];
+            v.extend_from_slice(&[9u8; CM_DATA_SIZE]);
+            v
+        }, "over-long CM data is truncated");
         assert!(cm_data_encode(&[0u8; CM_DATA_SIZE]).is_ok());
         assert_eq!(cm_data_decode(&[]), Vec::<u8>::new());
     }

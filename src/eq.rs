@@ -223,6 +223,9 @@ impl Eq {
 
     /// `fi_trywait` for this EQ: `Ok` when it is safe to block on the fd.
     pub fn trywait(&self) -> FiResult<()> {
+        if self.wait.is_none() {
+            return crate::fail!(FiError::INVAL, "fi_trywait: EQ has no wait object (FI_WAIT_NONE)");
+        }
         self.progress();
         if self.state.lock().queue.is_empty() {
             Ok(())

@@ -1,6 +1,6 @@
-//! Logging through `tracing`, switched on by libfabric's `FI_LOG_LEVEL`
-//! (warn, info, debug, trace; unset = warnings only when `FI_LOG_LEVEL` is
-//! set, nothing otherwise — as libfabric itself logs nothing by default).
+//! Logging through `tracing`, set by libfabric's `FI_LOG_LEVEL` (warn, info,
+//! debug, trace). As in libfabric, the default is `warn`; `FI_LOG_LEVEL=off`
+//! (or `none`) silences rsverbs.
 
 use once_cell::sync::OnceCell;
 use tracing::Level;
@@ -19,11 +19,21 @@ pub fn level_from_env(v: Option<&str>) -> Option<Level> {
     }
 }
 
+/// The level in force: `FI_LOG_LEVEL`, else libfabric's default (warn);
+/// `None` when logging is switched off.
+pub fn effective_level(v: Option<&str>) -> Option<Level> {
+    match v.map(|s| s.trim().to_ascii_lowercase()) {
+        Some(s) if s == "off" || s == "none" => None,
+        Some(s) => level_from_env(Some(&s)).or(Some(Level::WARN)),
+        None => Some(Level::WARN),
+    }
+}
+
 /// Installs the stderr logger once per process (no-op if another global
 /// subscriber is already installed, e.g. by a Rust program embedding us).
 pub fn init() {
     INIT.get_or_init(|| {
-        let lvl = level_from_env(std::env::var("FI_LOG_LEVEL").ok().as_deref());
+        let lvl = effective_level(std::env::var("FI_LOG_LEVEL").ok().as_deref());
         if let Some(lvl) = lvl {
             let sub = tracing_subscriber::fmt()
                 .with_max_level(lvl)
@@ -47,5 +57,13 @@ mod tests {
         assert_eq!(level_from_env(Some("trace")), Some(Level::TRACE));
         assert_eq!(level_from_env(Some("bogus")), None);
         assert_eq!(level_from_env(None), None);
+    }
+
+    #[test]
+    fn default_is_warn_like_libfabric() {
+        assert_eq!(effective_level(None), Some(Level::WARN));
+        assert_eq!(effective_level(Some("bogus")), Some(Level::WARN));
+        assert_eq!(effective_level(Some("debug")), Some(Level::DEBUG));
+        assert_eq!(effective_level(Some("off")), None);
     }
 }

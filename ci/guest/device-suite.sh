@@ -91,6 +91,7 @@ CTESTS=(
   msg_selective:msg_selective
   msg_cq_sread:msg_cq_sread
   msg_api14:msg_api14
+  bad_input:bad_input
 )
 CTEST_TIMEOUT="${CTEST_TIMEOUT:-180}"
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build the C operation tests.
 #   bash tests/c/build.sh OUTDIR
-# Compiles every tests/c/msg_*.c (each linked with common.c and -lfabric)
+# Compiles every tests/c/*.c test program (each linked with common.c and -lfabric)
 # into OUTDIR, printing one line per built binary.  Any compile error fails
 # the script (non-zero exit) with the compiler output.
 set -euo pipefail
@@ -35,8 +35,9 @@ if ! $CC $CFLAGS -c "$src/common.c" -o "$out/common.o"; then
 fi
 
 n=0
-for f in "$src"/msg_*.c; do
+for f in "$src"/*.c; do
 	name=$(basename "$f" .c)
+	[ "$name" = common ] && continue
 	# shellcheck disable=SC2086
 	if ! $CC $CFLAGS -I"$src" "$f" "$out/common.o" -o "$out/$name" -lfabric; then
 		echo "build.sh: FAILED to compile $name" >&2
