@@ -477,7 +477,7 @@ const MAX_IOV: usize = 32;
 
 /// Local buffers of one operation, converted from C under the fi_msg(3) contract.
 struct Iovs {
-    v: [Iov; MAX_IOV],
+    v: [std::mem::MaybeUninit<Iov>; MAX_IOV],
     n: usize,
     total: usize,
     descs_ok: bool,
@@ -485,7 +485,8 @@ struct Iovs {
 
 impl Iovs {
     fn slice(&self) -> &[Iov] {
-        &self.v[..self.n]
+        // SAFETY: `iovs` initialises the first n entries.
+        unsafe { std::slice::from_raw_parts(self.v.as_ptr() as *const Iov, self.n) }
     }
 }
 
@@ -496,8 +497,7 @@ unsafe fn iovs(bufs: &[(u64, usize)], desc: Option<*mut *mut c_void>) -> FiResul
     if bufs.len() > MAX_IOV {
         return crate::fail!(FiError::INVAL, "{} iovs exceed the limit of {MAX_IOV}", bufs.len());
     }
-    // SAFETY: zero-length placeholders; never handed to the device beyond `n`.
-    let mut out = Iovs { v: [unsafe { Iov::new(0, 0, 0) }; MAX_IOV], n: bufs.len(), total: 0, descs_ok: true };
+    let mut out = Iovs { v: [std::mem::MaybeUninit::uninit(); MAX_IOV], n: bufs.len(), total: 0, descs_ok: true };
     for (i, &(addr, len)) in bufs.iter().enumerate() {
         if len > u32::MAX as usize {
             return crate::fail!(FiError::MSGSIZE, "buffer of {len} bytes exceeds a verbs SGE");
@@ -515,7 +515,7 @@ unsafe fn iovs(bufs: &[(u64, usize)], desc: Option<*mut *mut c_void>) -> FiResul
             out.descs_ok = false;
         }
         // SAFETY: the application's buffer, valid for the operation per fi_msg(3).
-        out.v[i] = unsafe { Iov::new(addr, len as u32, key.unwrap_or(0)) };
+        out.v[i] = std::mem::MaybeUninit::new(unsafe { Iov::new(addr, len as u32, key.unwrap_or(0)) });
         out.total += len;
     }
     Ok(out)

@@ -444,18 +444,19 @@ impl Cq {
             }
         }
         const MAXB: usize = 64;
-        let mut wcs: [Wc; MAXB] = std::array::from_fn(|_| Wc::zeroed());
+        let mut wcs = verbs::WcBuf::<MAXB>::new();
         let mut cache = None;
         while n < max {
-            let want = (max - n).clamp(self.bunch.min(MAXB), MAXB).min(MAXB);
-            let got = match self.cq.poll(&mut wcs[..want]) {
+            let want = (max - n).clamp(self.bunch.min(MAXB), MAXB);
+            let polled = match self.cq.poll_buf(&mut wcs, want) {
                 Ok(g) => g,
                 Err(e) => return crate::fail!(FiError::from_errno(e), "cq: ibv_poll_cq failed: errno {e}"),
             };
+            let got = polled.len();
             if got == 0 {
                 break;
             }
-            for wc in &wcs[..got] {
+            for wc in polled {
                 match self.translate(&mut st, &mut cache, wc) {
                     None => {}
                     Some(Err(e)) => st.errors.push_back(e),
@@ -512,12 +513,13 @@ impl Cq {
     /// Moves everything in the verbs CQ into the software queues.
     fn poll_into_pending(&self) -> bool {
         let mut st = self.state.lock();
-        let mut wcs: [Wc; 16] = std::array::from_fn(|_| Wc::zeroed());
+        let mut wcs = verbs::WcBuf::<16>::new();
         let mut any = false;
         let mut cache = None;
         loop {
-            let got = self.cq.poll(&mut wcs).unwrap_or(0);
-            for wc in &wcs[..got] {
+            let polled = self.cq.poll_buf(&mut wcs, 16).unwrap_or(&[]);
+            let got = polled.len();
+            for wc in polled {
                 match self.translate(&mut st, &mut cache, wc) {
                     None => {}
                     Some(Err(e)) => {
@@ -530,7 +532,7 @@ impl Cq {
                     }
                 }
             }
-            if got < wcs.len() {
+            if got < 16 {
                 break;
             }
         }

@@ -462,6 +462,24 @@ pub fn status_str(status: u32) -> &'static str {
     unsafe { CStr::from_ptr(p) }.to_str().unwrap_or("unknown")
 }
 
+/// Room for up to `N` work completions, filled by the device: nothing is
+/// zeroed (this sits on the busy-poll path).
+pub struct WcBuf<const N: usize> {
+    buf: [std::mem::MaybeUninit<Wc>; N],
+}
+
+impl<const N: usize> WcBuf<N> {
+    pub fn new() -> Self {
+        WcBuf { buf: [const { std::mem::MaybeUninit::uninit() }; N] }
+    }
+}
+
+impl<const N: usize> Default for WcBuf<N> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 /// A completion queue.
 #[derive(Debug)]
 pub struct Cq {
@@ -484,6 +502,19 @@ impl Cq {
             return Err(-r.max(-4095));
         }
         Ok(r as usize)
+    }
+
+    /// Polls up to `max` completions into `b`; returns the filled part.
+    pub fn poll_buf<'a, const N: usize>(&self, b: &'a mut WcBuf<N>, max: usize) -> Result<&'a [Wc], Errno> {
+        let n = max.min(N).min(i32::MAX as usize) as i32;
+        // SAFETY: valid CQ; the buffer has room for n entries (Wc is repr(transparent)
+        // over ibv_wc); the driver initialises the first `r` of them.
+        let r = unsafe { ffi::ibv_poll_cq(self.ptr.as_ptr(), n, b.buf.as_mut_ptr() as *mut ffi::ibv_wc) };
+        if r < 0 {
+            return Err(-r.max(-4095));
+        }
+        // SAFETY: the first r entries were written by ibv_poll_cq.
+        Ok(unsafe { std::slice::from_raw_parts(b.buf.as_ptr() as *const Wc, r as usize) })
     }
 
     /// Arms the CQ: its channel fd becomes readable on the next completion.
