@@ -22,6 +22,16 @@ suite_core() {
   if ! awk '/^verbs:/{getline; print $2}' "$LAB_OUT/fi_info_l.log" | grep -qx '1000.1'; then rc=1; fi
   record fi_info_returns_rsverbs_only "$rc"
 
+  # FI_RSVERBS_NAME=rsverbs: registered under another name, side by side with
+  # the built-in verbs (which fi_getinfo then returns for "verbs" again).
+  FI_RSVERBS_NAME=rsverbs with_timeout 60 fi_info -p rsverbs >"$LAB_OUT/fi_info_rename.log" 2>&1
+  rc=$?
+  if [ "$rc" = 0 ] && ! grep -Eq '^[[:space:]]*provider:[[:space:]]*rsverbs[[:space:]]*$' "$LAB_OUT/fi_info_rename.log"; then rc=1; fi
+  FI_RSVERBS_NAME=rsverbs FI_VERBS_IFACE="${LAB_NETDEV:-dummy0}" with_timeout 60 fi_info -p verbs \
+    >>"$LAB_OUT/fi_info_rename.log" 2>&1 || rc=1
+  if ! grep -q 'version: 117.0' "$LAB_OUT/fi_info_rename.log"; then rc=1; fi
+  record fi_info_renamed_beside_builtin "$rc"
+
   # fi_info -v for FI_EP_MSG: rsverbs' attributes for the lab's device.
   with_timeout 60 fi_info -p verbs -t FI_EP_MSG -v >"$LAB_OUT/fi_info_v.log" 2>&1
   rc=$?
