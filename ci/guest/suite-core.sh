@@ -24,7 +24,7 @@ suite_core() {
 
   # FI_RSVERBS_NAME=rsverbs: registered under another name, side by side with
   # the built-in verbs (which fi_getinfo then returns for "verbs" again).
-  FI_RSVERBS_NAME=rsverbs with_timeout 60 fi_info -p rsverbs >"$LAB_OUT/fi_info_rename.log" 2>&1
+  FI_PROVIDER=rsverbs FI_RSVERBS_NAME=rsverbs with_timeout 60 fi_info -p rsverbs >"$LAB_OUT/fi_info_rename.log" 2>&1
   rc=$?
   if [ "$rc" = 0 ] && ! grep -Eq '^[[:space:]]*provider:[[:space:]]*rsverbs[[:space:]]*$' "$LAB_OUT/fi_info_rename.log"; then rc=1; fi
   FI_RSVERBS_NAME=rsverbs FI_VERBS_IFACE="${LAB_NETDEV:-dummy0}" with_timeout 60 fi_info -p verbs \
