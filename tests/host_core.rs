@@ -11,7 +11,17 @@ fn built_provider() -> PathBuf {
     let exe = std::env::current_exe().expect("test exe path");
     let dir = exe.parent().and_then(|d| d.parent()).expect("target dir");
     let so = dir.join("librsverbs.so");
-    assert!(so.exists(), "{} not built (cargo builds the cdylib with the tests)", so.display());
+    // `cargo test` does not build the cdylib for integration tests: build it
+    // (same profile) when it is missing.
+    let release = dir.file_name().is_some_and(|n| n == "release");
+    let mut cmd = Command::new(env!("CARGO"));
+    cmd.args(["build", "--lib"]).current_dir(env!("CARGO_MANIFEST_DIR"));
+    if release {
+        cmd.arg("--release");
+    }
+    let st = cmd.status().expect("run cargo build --lib");
+    assert!(st.success(), "cargo build --lib failed");
+    assert!(so.exists(), "{} was not built", so.display());
     so
 }
 
