@@ -1532,7 +1532,7 @@ static void phase_reject(void)
 	ROW("fi_eq_readerr: the rejection (control)", (long)sizeof(ee), fi_eq_readerr(g.eq_c2, &ee, 0));
 	ROW("rejection reported as FI_ECONNREFUSED (control)", FI_ECONNREFUSED, ee.err);
 	ROW("fi_eq_readerr: error queue now empty", -FI_EAGAIN, fi_eq_readerr(g.eq_c2, &ee, 0));
-	ROW("fi_send: refused endpoint", -FI_EOPBADSTATE, fi_send(g.ep_c2, g.buf, 64, g.desc, 0, NULL));
+	ROW("fi_send: refused endpoint", -FI_ENOTCONN, fi_send(g.ep_c2, g.buf, 64, g.desc, 0, NULL));
 	/* man fi_cm(3): fi_connect may only be called once in an endpoint's lifetime */
 	r = ROW("fi_connect: again after the rejection", -FI_EOPBADSTATE,
 		fi_connect(g.ep_c2, g.cinfo->dest_addr, NULL, 0));
@@ -1594,7 +1594,7 @@ static void phase_shutdown(void)
 	ROW("fi_send: peer shut the connection down", -FI_ENOTCONN,
 	    fi_send(g.ep_s, g.buf, 64, g.desc, 0, NULL));
 	/* man fi_cm(3): fi_connect may only be called once */
-	ROW("fi_connect: after fi_shutdown", -FI_EISCONN, fi_connect(g.ep_c, g.cinfo->dest_addr, NULL, 0));
+	ROW("fi_connect: after fi_shutdown", -FI_EOPBADSTATE, fi_connect(g.ep_c, g.cinfo->dest_addr, NULL, 0));
 	ROW("fi_accept: after the peer's shutdown", -FI_EISCONN, fi_accept(g.ep_s, NULL, 0));
 	ROW("fi_enable: after fi_shutdown", -FI_EOPBADSTATE, fi_enable(g.ep_c));
 }
