@@ -7,7 +7,7 @@
 set -u
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 : >"$LAB_OUT/results.txt"
-iters=${PP_ITERS:-200}
+iters=${PP_ITERS:-100}
 
 run_pp() { # run_pp NAME ENV...
   local name=$1; shift
