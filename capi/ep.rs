@@ -746,6 +746,37 @@ fn rma1(addr: u64, len: usize, key: u64) -> [fi_rma_iov; 1] {
     [fi_rma_iov { addr, len, key }]
 }
 
+/// `fi_read`/`fi_write`: one local buffer, the endpoint's default op flags.
+#[allow(clippy::too_many_arguments)]
+unsafe fn rma_one(e: *mut fid_ep, read: bool, buf: u64, len: usize, desc: *mut c_void, addr: u64, key: u64, ctx: *mut c_void) -> FiResult<isize> {
+    let mut d = desc;
+    // SAFETY: e is a fid per the API.
+    let flags = unsafe { ep(e) }?.inner.tx_op_flags();
+    // SAFETY: arguments per fi_rma(3).
+    unsafe { do_rma(e, read, &[(buf, len)], Some(&mut d), &rma1(addr, len, key), None, ctx, flags, false) }
+}
+
+/// `fi_readv`/`fi_writev`: an iovec list, the endpoint's default op flags.
+#[allow(clippy::too_many_arguments)]
+unsafe fn rma_vec(
+    e: *mut fid_ep,
+    read: bool,
+    iov: *const libc::iovec,
+    desc: *mut *mut c_void,
+    count: usize,
+    addr: u64,
+    key: u64,
+    ctx: *mut c_void,
+) -> FiResult<isize> {
+    // SAFETY: arguments per fi_rma(3).
+    let b = unsafe { iovec_list(iov, count) }?;
+    let total = b.iter().map(|x| x.1).sum();
+    // SAFETY: as above.
+    let flags = unsafe { ep(e) }?.inner.tx_op_flags();
+    // SAFETY: as above.
+    unsafe { do_rma(e, read, &b, Some(desc), &rma1(addr, total, key), None, ctx, flags, false) }
+}
+
 unsafe extern "C" fn rma_read(
     e: *mut fid_ep,
     buf: *mut c_void,
@@ -756,13 +787,8 @@ unsafe extern "C" fn rma_read(
     key: u64,
     ctx: *mut c_void,
 ) -> isize {
-    guard_size("fi_read", || {
-        let mut d = desc;
-        // SAFETY: e is a fid per the API.
-        let flags = unsafe { ep(e) }?.inner.tx_op_flags();
-        // SAFETY: arguments per fi_rma(3).
-        unsafe { do_rma(e, true, &[(buf as u64, len)], Some(&mut d), &rma1(addr, len, key), None, ctx, flags, false) }
-    })
+    // SAFETY: arguments per fi_rma(3).
+    guard_size("fi_read", || unsafe { rma_one(e, true, buf as u64, len, desc, addr, key, ctx) })
 }
 
 unsafe extern "C" fn rma_readv(
@@ -775,15 +801,8 @@ unsafe extern "C" fn rma_readv(
     key: u64,
     ctx: *mut c_void,
 ) -> isize {
-    guard_size("fi_readv", || {
-        // SAFETY: arguments per fi_rma(3).
-        let b = unsafe { iovec_list(iov, count) }?;
-        let total = b.iter().map(|x| x.1).sum();
-        // SAFETY: as above.
-        let flags = unsafe { ep(e) }?.inner.tx_op_flags();
-        // SAFETY: as above.
-        unsafe { do_rma(e, true, &b, Some(desc), &rma1(addr, total, key), None, ctx, flags, false) }
-    })
+    // SAFETY: arguments per fi_rma(3).
+    guard_size("fi_readv", || unsafe { rma_vec(e, true, iov, desc, count, addr, key, ctx) })
 }
 
 const RMA_FLAGS: u64 = FI_COMPLETION
@@ -838,13 +857,8 @@ unsafe extern "C" fn rma_write(
     key: u64,
     ctx: *mut c_void,
 ) -> isize {
-    guard_size("fi_write", || {
-        let mut d = desc;
-        // SAFETY: e is a fid per the API.
-        let flags = unsafe { ep(e) }?.inner.tx_op_flags();
-        // SAFETY: arguments per fi_rma(3).
-        unsafe { do_rma(e, false, &[(buf as u64, len)], Some(&mut d), &rma1(addr, len, key), None, ctx, flags, false) }
-    })
+    // SAFETY: arguments per fi_rma(3).
+    guard_size("fi_write", || unsafe { rma_one(e, false, buf as u64, len, desc, addr, key, ctx) })
 }
 
 unsafe extern "C" fn rma_writev(
@@ -857,15 +871,8 @@ unsafe extern "C" fn rma_writev(
     key: u64,
     ctx: *mut c_void,
 ) -> isize {
-    guard_size("fi_writev", || {
-        // SAFETY: arguments per fi_rma(3).
-        let b = unsafe { iovec_list(iov, count) }?;
-        let total = b.iter().map(|x| x.1).sum();
-        // SAFETY: as above.
-        let flags = unsafe { ep(e) }?.inner.tx_op_flags();
-        // SAFETY: as above.
-        unsafe { do_rma(e, false, &b, Some(desc), &rma1(addr, total, key), None, ctx, flags, false) }
-    })
+    // SAFETY: arguments per fi_rma(3).
+    guard_size("fi_writev", || unsafe { rma_vec(e, false, iov, desc, count, addr, key, ctx) })
 }
 
 unsafe extern "C" fn rma_inject(e: *mut fid_ep, buf: *const c_void, len: usize, _dest: fi_addr_t, addr: u64, key: u64) -> isize {
