@@ -37,7 +37,7 @@ static DOMAIN_FI_OPS: fi_ops = fi_ops {
 
 static DOMAIN_OPS: fi_ops_domain = fi_ops_domain {
     size: std::mem::size_of::<fi_ops_domain>(),
-    av_open: Some(av_open),
+    av_open: Some(super::av::av_open),
     cq_open: Some(super::cq::cq_open),
     endpoint: Some(super::ep::ep_open),
     scalable_ep: Some(scalable_ep),
@@ -121,14 +121,39 @@ macro_rules! domain_nosys {
     };
 }
 
-domain_nosys!(av_open, "fi_av_open", (_a: *mut fi_av_attr, _b: *mut *mut fid_av, _c: *mut c_void));
 domain_nosys!(scalable_ep, "fi_scalable_ep", (_a: *mut fi_info, _b: *mut *mut fid_ep, _c: *mut c_void));
 domain_nosys!(cntr_open, "fi_cntr_open", (_a: *mut fi_cntr_attr, _b: *mut *mut fid_cntr, _c: *mut c_void));
 domain_nosys!(poll_open, "fi_poll_open", (_a: *mut fi_poll_attr, _b: *mut *mut fid_poll));
 domain_nosys!(stx_ctx, "fi_stx_context", (_a: *mut fi_tx_attr, _b: *mut *mut fid_stx, _c: *mut c_void));
 domain_nosys!(srx_ctx, "fi_srx_context", (_a: *mut fi_rx_attr, _b: *mut *mut fid_ep, _c: *mut c_void));
-domain_nosys!(query_atomic, "fi_query_atomic", (_a: fi_datatype, _b: fi_op, _c: *mut fi_atomic_attr, _d: u64));
 domain_nosys!(query_collective, "fi_query_collective", (_a: fi_collective_op, _b: *mut fi_collective_attr, _c: u64));
+
+/// `fi_query_atomic`: atomics exist on RDM endpoints only (a domain opened
+/// for MSG endpoints has none); see `rdm_atomic.rs` for the supported set.
+unsafe extern "C" fn query_atomic(domain: *mut fid_domain, datatype: fi_datatype, op: fi_op, attr: *mut fi_atomic_attr, flags: u64) -> c_int {
+    guard("fi_query_atomic", || {
+        // SAFETY: domain is a fid per the API.
+        let d = unsafe { obj::<DomainObj>(domain as *const fid) }?;
+        if d.inner.info.ep.type_ != FI_EP_RDM {
+            return crate::fail!(FiError::NOSYS, "fi_query_atomic: atomics are offered on RDM endpoints only");
+        }
+        let attr = nonnull(attr, "fi_query_atomic: attr")?;
+        use super::rdm_atomic::{supported, Family};
+        let family = match flags {
+            0 => Family::Write,
+            FI_FETCH_ATOMIC => Family::Fetch,
+            FI_COMPARE_ATOMIC => Family::Compare,
+            f => return crate::fail!(FiError::BADFLAGS, "fi_query_atomic: flags {f:#x}"),
+        };
+        if !supported(family, datatype, op) {
+            tracing::info!("fi_query_atomic: {family:?} datatype {datatype} op {op} not supported");
+            return Err(FiError::OPNOTSUPP);
+        }
+        // SAFETY: checked non-NULL, caller-owned.
+        unsafe { *attr = fi_atomic_attr { count: 1, size: 8 } };
+        Ok(0)
+    })
+}
 
 // ---- memory regions ----
 

@@ -184,6 +184,10 @@ unsafe fn ep_common(domain: *mut fid_domain, info: *mut fi_info, out: *mut *mut 
     if !handle.is_null() && i.handle.is_none() {
         return crate::fail!(FiError::INVAL, "fi_endpoint: info->handle is not a pending connection request of this provider");
     }
+    if i.ep.type_ == FI_EP_RDM {
+        // SAFETY: `out` checked non-NULL above.
+        return unsafe { super::rdm::open(d, &i, out, context) };
+    }
     let ep = MsgEp::open(&d.inner, &i)?;
     if !handle.is_null() {
         // The endpoint now owns the connection; the handle is spent.

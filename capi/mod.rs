@@ -5,6 +5,7 @@
 #![allow(unsafe_code)]
 
 pub mod abi;
+pub mod av;
 pub mod consts;
 pub mod cq;
 pub mod domain;
@@ -13,4 +14,7 @@ pub mod eq;
 pub mod info;
 pub mod nosys;
 pub mod prov;
+pub mod rdm;
+pub mod rdm_atomic;
+pub mod rdm_mem;
 pub mod util;

@@ -11,7 +11,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use parking_lot::{Mutex, RwLock};
 
@@ -192,6 +192,21 @@ struct State {
     stash_free: Vec<usize>,
 }
 
+/// An object whose completions this CQ reports but which makes progress in
+/// software (RDM endpoints): the CQ calls it at the start of every read, so
+/// everything advances inside `fi_cq_read`/`fi_cq_sread`/`fi_trywait` (manual
+/// progress). MSG endpoints register none, and their CQs behave as before.
+pub trait Progress: Send + Sync {
+    /// Advances the owner's work (connection events, internal completions,
+    /// queued sends), pushing user completions with `push_completion`/`push_error`.
+    fn progress(&self);
+    /// Arms the owner's event sources before the caller blocks. False when
+    /// work is already pending (the caller must not block).
+    fn arm(&self) -> bool;
+    /// An fd that becomes readable when the owner has work to progress.
+    fn wait_fd(&self) -> Option<std::os::fd::RawFd>;
+}
+
 pub struct Cq {
     pub domain: Hold<Domain>,
     pub format: u32,
@@ -204,6 +219,10 @@ pub struct Cq {
     /// Credit counters of the QPs completing here, by QP number.
     qps: RwLock<HashMap<u32, Arc<QpCounters>>>,
     bunch: usize,
+    /// Software progress of the objects completing here (RDM endpoints).
+    hooks: RwLock<Vec<Weak<dyn Progress>>>,
+    /// With hooks that have fds: an epoll over the wait fd and theirs, for `sread`.
+    hook_wait: Mutex<Option<Arc<sys::Epoll>>>,
     pub refs: Refs,
 }
 
@@ -272,8 +291,62 @@ impl Cq {
             committed: Mutex::new(0),
             qps: RwLock::new(HashMap::new()),
             bunch: config::get().cqread_bunch_size.max(1),
+            hooks: RwLock::new(Vec::new()),
+            hook_wait: Mutex::new(None),
             refs: Refs::default(),
         }))
+    }
+
+    /// Registers an object to progress at the start of every read.
+    pub fn add_progress(&self, p: Weak<dyn Progress>) -> FiResult<()> {
+        if let (Some(w), Some(fd)) = (&self.wait, p.upgrade().and_then(|o| o.wait_fd())) {
+            let mut hw = self.hook_wait.lock();
+            if hw.is_none() {
+                let ep = match sys::Epoll::new() {
+                    Ok(e) => e,
+                    Err(e) => return crate::fail!(FiError::from_errno(e), "cq: epoll_create failed: errno {e}"),
+                };
+                if let Err(e) = ep.add(w.fd(), 0) {
+                    return crate::fail!(FiError::from_errno(e), "cq: epoll_ctl failed: errno {e}");
+                }
+                *hw = Some(Arc::new(ep));
+            }
+            if let Err(e) = hw.as_ref().expect("just set").add(fd, 1) {
+                return crate::fail!(FiError::from_errno(e), "cq: epoll_ctl failed: errno {e}");
+            }
+        }
+        let mut h = self.hooks.write();
+        h.retain(|w| w.strong_count() > 0);
+        h.push(p);
+        Ok(())
+    }
+
+    /// Unregisters an object (and its fd) added with `add_progress`.
+    pub fn remove_progress(&self, p: &Weak<dyn Progress>, fd: Option<std::os::fd::RawFd>) {
+        self.hooks.write().retain(|w| w.strong_count() > 0 && !Weak::ptr_eq(w, p));
+        if let (Some(fd), Some(hw)) = (fd, self.hook_wait.lock().as_ref()) {
+            hw.del(fd);
+        }
+    }
+
+    fn hooks(&self) -> Vec<Arc<dyn Progress>> {
+        let h = self.hooks.read();
+        if h.is_empty() {
+            return Vec::new();
+        }
+        h.iter().filter_map(|w| w.upgrade()).collect()
+    }
+
+    /// Runs the software progress of the objects completing here (on the hot
+    /// path of every read: no allocation; progress never calls back into the
+    /// CQ's hook list).
+    fn run_hooks(&self) {
+        let h = self.hooks.read();
+        for w in h.iter() {
+            if let Some(p) = w.upgrade() {
+                p.progress();
+            }
+        }
     }
 
     /// Reserves room for `n` more outstanding requests, growing the verbs CQ if
@@ -426,6 +499,7 @@ impl Cq {
     /// Reads up to `max` completions, handing each to `out`. `FI_EAGAIN` when
     /// none, `FI_EAVAIL` when an error entry is next.
     pub fn read(&self, max: usize, out: &mut dyn FnMut(&Completion)) -> FiResult<usize> {
+        self.run_hooks();
         if max == 0 {
             return Ok(0);
         }
@@ -485,6 +559,7 @@ impl Cq {
 
     /// Reads the next error entry; its err_data stays valid until the next call.
     pub fn read_err(&self) -> FiResult<(CqErr, *const u8)> {
+        self.run_hooks();
         let mut st = self.state.lock();
         if st.errors.is_empty() {
             drop(st);
@@ -544,6 +619,10 @@ impl Cq {
         let Some(w) = &self.wait else {
             return crate::fail!(FiError::INVAL, "fi_trywait: CQ has no wait object");
         };
+        let hooks = self.hooks();
+        for h in &hooks {
+            h.progress();
+        }
         {
             let st = self.state.lock();
             if !st.pending.is_empty() || !st.errors.is_empty() {
@@ -562,6 +641,16 @@ impl Cq {
             if let Some(w) = &self.wait {
                 w.signal();
             }
+            return Err(FiError::AGAIN);
+        }
+        for h in &hooks {
+            if !h.arm() {
+                return Err(FiError::AGAIN);
+            }
+        }
+        // A hook may have queued completions while arming.
+        let st = self.state.lock();
+        if !st.pending.is_empty() || !st.errors.is_empty() {
             return Err(FiError::AGAIN);
         }
         Ok(())
@@ -587,7 +676,16 @@ impl Cq {
             if left == 0 {
                 return Err(FiError::AGAIN);
             }
-            self.wait.as_ref().expect("checked").wait(left)?;
+            let hw = self.hook_wait.lock().clone();
+            match hw {
+                // Also wake for the software-progressed objects' events.
+                Some(ep) => {
+                    ep.wait(left).map_err(FiError::from_errno)?;
+                }
+                None => {
+                    self.wait.as_ref().expect("checked").wait(left)?;
+                }
+            }
             if sys::remaining_ms(dl) == 0 {
                 // One last look before reporting the time-out.
                 return self.read(max, out);

@@ -501,6 +501,211 @@ fn build_info(
     })
 }
 
+/// Capabilities of RDM endpoints.
+pub const RDM_CAPS: u64 = FI_MSG
+    | FI_TAGGED
+    | FI_RMA
+    | FI_ATOMIC
+    | FI_READ
+    | FI_WRITE
+    | FI_SEND
+    | FI_RECV
+    | FI_REMOTE_READ
+    | FI_REMOTE_WRITE
+    | FI_DIRECTED_RECV
+    | FI_SOURCE
+    | FI_MULTI_RECV
+    | FI_LOCAL_COMM
+    | FI_REMOTE_COMM;
+const RDM_TX_CAPS: u64 = FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE | FI_SEND;
+const RDM_RX_CAPS: u64 =
+    FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC | FI_RECV | FI_REMOTE_READ | FI_REMOTE_WRITE | FI_DIRECTED_RECV | FI_SOURCE | FI_MULTI_RECV;
+/// Orderings RDM endpoints keep: sends are matched in order per peer, and RMA
+/// to one peer goes through one RC queue pair in order.
+pub const RDM_MSG_ORDER: u64 = FI_ORDER_SAS | FI_ORDER_RAR | FI_ORDER_RAW | FI_ORDER_WAR | FI_ORDER_WAW | FI_ORDER_SAW;
+/// `FI_TAG_GENERIC`: every tag bit is usable.
+pub const TAG_GENERIC: u64 = 0xAAAA_AAAA_AAAA_AAAA;
+/// Largest RDM message: rendezvous reads are split into device-sized chunks,
+/// so only the protocol bound and memory registration limit it.
+fn rdm_max_msg(dc: &DevCaps) -> usize {
+    let proto = crate::rdm::proto::MAX_MSG_LEN;
+    usize::try_from(dc.attr.max_mr_size.min(proto)).unwrap_or(usize::MAX).max(1)
+}
+
+/// Builds the `FI_EP_RDM` info for one device, or says why it doesn't fit.
+fn build_rdm_info(req: &Request, dc: &DevCaps, src: Option<SocketAddr>, dest: Option<SocketAddr>) -> FiResult<Info> {
+    let cfg = config::get();
+    let rcfg = crate::rdm::RdmConfig::get();
+    let h = req.hints.as_ref();
+    let hd = Info::default();
+    let hi = h.unwrap_or(&hd);
+
+    if hi.ep.type_ != FI_EP_UNSPEC && hi.ep.type_ != FI_EP_RDM {
+        return Err(FiError::NODATA);
+    }
+    if hi.ep.protocol != FI_PROTO_UNSPEC && hi.ep.protocol != FI_PROTO_RXM {
+        tracing::info!("getinfo: RDM endpoints speak FI_PROTO_RXM, not protocol {}", hi.ep.protocol);
+        return Err(FiError::NODATA);
+    }
+    if hi.caps & !RDM_CAPS != 0 {
+        tracing::info!("getinfo: unsupported RDM caps requested: {:#x}", hi.caps & !RDM_CAPS);
+        return Err(FiError::NODATA);
+    }
+    // With caps in the hints, only those (plus local/remote communication) are
+    // reported: FI_DIRECTED_RECV, FI_SOURCE and FI_MULTI_RECV change how the
+    // endpoint behaves, so they are on only when asked for.
+    let caps = if hi.caps != 0 { hi.caps | FI_LOCAL_COMM | FI_REMOTE_COMM } else { RDM_CAPS };
+    let (mr_mode, mr_info_mode) = match_mr_mode(req.version, h, caps)?;
+
+    let max_msg = rdm_max_msg(dc);
+    over(hi.ep.max_msg_size, max_msg, "max_msg_size")?;
+    if hi.ep.tx_ctx_cnt == FI_SHARED_CONTEXT || hi.ep.rx_ctx_cnt == FI_SHARED_CONTEXT {
+        tracing::info!("getinfo: shared contexts are not supported");
+        return Err(FiError::NODATA);
+    }
+    over(hi.ep.tx_ctx_cnt, 1, "ep tx_ctx_cnt")?;
+    over(hi.ep.rx_ctx_cnt, 1, "ep rx_ctx_cnt")?;
+    if hi.ep.auth_key_size != 0 || hi.domain.auth_key_size != 0 {
+        tracing::info!("getinfo: authorization keys are not supported");
+        return Err(FiError::NODATA);
+    }
+    if hi.ep.msg_prefix_size != 0 {
+        return Err(FiError::NODATA);
+    }
+
+    // Queue limits: the endpoint queues operations in software, bounded by these.
+    let max_wr = dc.attr.max_qp_wr.max(1) as usize;
+    let max_sge = dc.attr.max_sge.max(1) as usize;
+    let tx_iov_max = max_sge.min(crate::rdm::proto::MAX_SEGS);
+    let inject_max = rcfg.eager_size;
+    over(hi.tx.size, max_wr, "tx size")?;
+    over(hi.rx.size, max_wr, "rx size")?;
+    over(hi.tx.iov_limit, tx_iov_max, "tx iov_limit")?;
+    over(hi.rx.iov_limit, max_sge, "rx iov_limit")?;
+    over(hi.tx.rma_iov_limit, 1, "rma_iov_limit")?;
+    over(hi.tx.inject_size, inject_max, "inject_size")?;
+    if hi.tx.msg_order & !RDM_MSG_ORDER != 0 || hi.rx.msg_order & !RDM_MSG_ORDER != 0 {
+        tracing::info!("getinfo: RDM endpoints do not keep the message ordering requested");
+        return Err(FiError::NODATA);
+    }
+    if hi.tx.op_flags & !OP_FLAGS != 0 || hi.rx.op_flags & !(OP_FLAGS | FI_MULTI_RECV) != 0 {
+        tracing::info!("getinfo: unsupported op_flags requested");
+        return Err(FiError::NODATA);
+    }
+    if hi.tx.caps & !RDM_TX_CAPS != 0 || hi.rx.caps & !(RDM_RX_CAPS | SECONDARY_CAPS) != 0 {
+        return Err(FiError::NODATA);
+    }
+
+    if hi.domain.cq_data_size > 4 {
+        tracing::info!("getinfo: cq_data_size {} > 4", hi.domain.cq_data_size);
+        return Err(FiError::NODATA);
+    }
+    if hi.domain.mr_key_size > 0 && hi.domain.mr_key_size < 4 {
+        return Err(FiError::NODATA);
+    }
+    over(hi.domain.mr_iov_limit, 1, "mr_iov_limit")?;
+    if hi.domain.max_ep_stx_ctx > 0 || hi.domain.max_ep_srx_ctx > 0 {
+        tracing::info!("getinfo: shared tx/rx contexts are not supported");
+        return Err(FiError::NODATA);
+    }
+    over(hi.domain.cntr_cnt, 0, "cntr_cnt")?;
+    match hi.domain.av_type {
+        FI_AV_UNSPEC | FI_AV_MAP | FI_AV_TABLE => {}
+        t => {
+            tracing::info!("getinfo: AV type {t} not supported");
+            return Err(FiError::NODATA);
+        }
+    }
+
+    let tx_caps = caps & RDM_TX_CAPS;
+    let rx_caps = caps & (RDM_RX_CAPS | SECONDARY_CAPS);
+    let addr_format = match (src.or(dest), hi.addr_format) {
+        (Some(SocketAddr::V6(_)), _) => FI_SOCKADDR_IN6,
+        (Some(SocketAddr::V4(_)), _) => FI_SOCKADDR_IN,
+        (None, f) if f != FI_FORMAT_UNSPEC => f,
+        (None, _) => FI_SOCKADDR_IN,
+    };
+    let echo = |hint: u32, default: u32| if hint != 0 { hint } else { default };
+    let order = |hint: u64| if hint != 0 { hint } else { RDM_MSG_ORDER };
+    Ok(Info {
+        caps,
+        mode: mr_info_mode,
+        addr_format,
+        src_addr: src,
+        dest_addr: dest,
+        handle: None,
+        tx: TxAttr {
+            caps: tx_caps,
+            mode: 0,
+            op_flags: hi.tx.op_flags,
+            msg_order: order(hi.tx.msg_order),
+            comp_order: FI_ORDER_NONE,
+            inject_size: pick(hi.tx.inject_size, inject_max),
+            size: pick(hi.tx.size, cfg.tx_size.min(max_wr)),
+            iov_limit: pick(hi.tx.iov_limit, cfg.tx_iov_limit.min(tx_iov_max)),
+            rma_iov_limit: 1,
+            tclass: hi.tx.tclass,
+        },
+        rx: RxAttr {
+            caps: rx_caps,
+            mode: 0,
+            op_flags: hi.rx.op_flags,
+            msg_order: order(hi.rx.msg_order),
+            comp_order: FI_ORDER_NONE,
+            total_buffered_recv: 0,
+            size: pick(hi.rx.size, cfg.rx_size.min(max_wr)),
+            iov_limit: pick(hi.rx.iov_limit, cfg.rx_iov_limit.min(max_sge)),
+        },
+        ep: EpAttr {
+            type_: FI_EP_RDM,
+            protocol: FI_PROTO_RXM,
+            protocol_version: crate::rdm::proto::VERSION as u32,
+            max_msg_size: max_msg,
+            msg_prefix_size: 0,
+            max_order_raw_size: max_msg,
+            max_order_war_size: max_msg,
+            max_order_waw_size: max_msg,
+            mem_tag_format: if hi.ep.mem_tag_format != 0 { hi.ep.mem_tag_format } else { TAG_GENERIC },
+            tx_ctx_cnt: 1,
+            rx_ctx_cnt: 1,
+            auth_key_size: 0,
+        },
+        domain: DomainAttr {
+            name: Some(dc.dev.name().to_string()),
+            threading: echo(hi.domain.threading, FI_THREAD_SAFE),
+            control_progress: echo(hi.domain.control_progress, FI_PROGRESS_MANUAL),
+            data_progress: echo(hi.domain.data_progress, FI_PROGRESS_MANUAL),
+            resource_mgmt: echo(hi.domain.resource_mgmt, FI_RM_ENABLED),
+            av_type: hi.domain.av_type,
+            mr_mode,
+            mr_key_size: 4,
+            cq_data_size: 4,
+            cq_cnt: dc.attr.max_cq.max(0) as usize,
+            ep_cnt: dc.attr.max_qp.max(0) as usize,
+            tx_ctx_cnt: dc.attr.max_qp.max(0) as usize,
+            rx_ctx_cnt: dc.attr.max_qp.max(0) as usize,
+            max_ep_tx_ctx: 1,
+            max_ep_rx_ctx: 1,
+            max_ep_stx_ctx: 0,
+            max_ep_srx_ctx: 0,
+            cntr_cnt: 0,
+            mr_iov_limit: 1,
+            caps: FI_LOCAL_COMM | FI_REMOTE_COMM,
+            mode: 0,
+            auth_key_size: 0,
+            max_err_data: 0,
+            mr_cnt: dc.attr.max_mr.max(0) as usize,
+            tclass: hi.domain.tclass,
+        },
+        fabric: FabricAttr {
+            name: Some(dc.fabric_name.clone()),
+            prov_name: None,
+            prov_version: PROV_VERSION,
+            api_version: req.version,
+        },
+    })
+}
+
 /// `fi_getinfo` for this provider.
 pub fn getinfo(req: &Request) -> FiResult<Vec<Info>> {
     let cfg = config::get();
@@ -613,10 +818,13 @@ pub fn getinfo(req: &Request) -> FiResult<Vec<Info>> {
                 continue;
             }
         }
-        match build_info(req, &dc, s, d) {
-            Ok(i) => out.push(i),
-            Err(e) if e == FiError::NODATA => continue,
-            Err(e) => return Err(e),
+        // MSG first (what applications that ask for any endpoint type get first), then RDM.
+        for build in [build_info, build_rdm_info] {
+            match build(req, &dc, s, d) {
+                Ok(i) => out.push(i),
+                Err(e) if e == FiError::NODATA => continue,
+                Err(e) => return Err(e),
+            }
         }
     }
     if out.is_empty() {

@@ -11,6 +11,7 @@
 #[path = "../capi/mod.rs"]
 pub mod capi;
 
+pub mod av;
 pub mod config;
 pub mod cq;
 pub mod domain;

@@ -5,6 +5,7 @@
 //! dereferenced, and a stale one fails in the device's key check (an error
 //! completion), never in a crash.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::capi::consts::*;
@@ -29,11 +30,53 @@ pub fn lkey_of(desc: u64) -> Option<u32> {
     }
 }
 
+/// What RDM endpoints need to know about a registration named by a
+/// descriptor: the rendezvous protocol hands the peer the remote key and
+/// checks the buffer lies inside the registration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MrKeys {
+    pub lkey: u32,
+    pub rkey: u32,
+    pub addr: u64,
+    pub len: usize,
+    /// Registered for remote read (a rendezvous send can hand out `rkey`).
+    pub remote_read: bool,
+}
+
+impl MrKeys {
+    /// Whether `[addr, addr+len)` lies inside the registration.
+    pub fn covers(&self, addr: u64, len: usize) -> bool {
+        addr >= self.addr && addr.checked_add(len as u64).is_some_and(|end| end <= self.addr + self.len as u64)
+    }
+}
+
+/// Live registrations by (domain, lkey), so that a descriptor (which carries
+/// the lkey) also gives the rkey. Keyed by domain: a descriptor from another
+/// domain finds nothing. Entries leave when the region is closed.
+static KEYS: once_cell::sync::Lazy<parking_lot::RwLock<HashMap<(usize, u32), MrKeys>>> =
+    once_cell::sync::Lazy::new(|| parking_lot::RwLock::new(HashMap::new()));
+
+fn domain_key(domain: &Arc<Domain>) -> usize {
+    Arc::as_ptr(domain) as usize
+}
+
+/// The registration a descriptor of `domain` names, if it is a live one of ours.
+pub fn keys_of(domain: &Arc<Domain>, desc: u64) -> Option<MrKeys> {
+    let lkey = lkey_of(desc)?;
+    KEYS.read().get(&(domain_key(domain), lkey)).copied()
+}
+
 #[derive(Debug)]
 pub struct MemRegion {
     pub domain: Hold<Domain>,
     mr: Mr,
     pub access: u64,
+}
+
+impl Drop for MemRegion {
+    fn drop(&mut self) {
+        KEYS.write().remove(&(domain_key(&self.domain), self.mr.lkey));
+    }
 }
 
 /// The verbs access flags for libfabric MR access bits.
@@ -74,8 +117,24 @@ impl MemRegion {
             return crate::fail!(FiError::INVAL, "fi_mr_reg: {len} bytes exceed the device's max_mr_size {}", domain.attr.max_mr_size);
         }
         let acc = if access == 0 { ACCESS_BITS } else { access };
-        match domain.pd.reg_mr(addr, len, verbs_access(acc)) {
-            Ok(mr) => Ok(Arc::new(MemRegion { domain: Hold::new(domain), mr, access: acc })),
+        let mut vacc = verbs_access(acc);
+        if domain.info.ep.type_ == FI_EP_RDM && acc & FI_SEND != 0 {
+            // RDM rendezvous: the receiver RDMA-reads large messages out of the
+            // sender's buffer (as libfabric's rxm does with its MRs).
+            vacc |= access::REMOTE_READ;
+        }
+        match domain.pd.reg_mr(addr, len, vacc) {
+            Ok(mr) => {
+                let keys = MrKeys {
+                    lkey: mr.lkey,
+                    rkey: mr.rkey,
+                    addr,
+                    len,
+                    remote_read: vacc & access::REMOTE_READ != 0,
+                };
+                KEYS.write().insert((domain_key(domain), mr.lkey), keys);
+                Ok(Arc::new(MemRegion { domain: Hold::new(domain), mr, access: acc }))
+            }
             Err(e) => crate::fail!(
                 FiError::from_errno(e),
                 "fi_mr_reg: ibv_reg_mr({addr:#x}, {len}) failed: {} (check `ulimit -l`)",

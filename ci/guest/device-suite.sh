@@ -90,8 +90,14 @@ CTESTS=(
   msg_shutdown_abort:msg_shutdown:abort
   msg_selective:msg_selective
   msg_cq_sread:msg_cq_sread
+  msg_waitloop:msg_waitloop
   msg_api14:msg_api14
   bad_input:bad_input
+  rdm_sendrecv:rdm_sendrecv
+  rdm_tagged:rdm_tagged
+  rdm_rma:rdm_rma
+  rdm_source:rdm_source
+  rdm_large:rdm_large
 )
 CTEST_TIMEOUT="${CTEST_TIMEOUT:-180}"
 

@@ -3,7 +3,8 @@
 # lib.sh, with the provider environment already exported).
 #   - fi_getinfo returns rsverbs as provider "verbs", and only it (libfabric's
 #     built-in verbs, version 117.0, is hidden by rsverbs' higher 1000.x);
-#   - fi_pingpong -e msg -S all -c over rsverbs.
+#   - fi_pingpong -e msg -S all -c over rsverbs;
+#   - fi_info -t FI_EP_RDM and fi_pingpong -e rdm -S all -c (native RDM).
 # Only meaningful for SUITE_PROVIDER=rsverbs.
 
 suite_core() {
@@ -50,4 +51,24 @@ suite_core() {
     rc=1
   fi
   record fi_pingpong_msg_all "$rc"
+
+  # fi_info -v for FI_EP_RDM: native RDM endpoints of provider "verbs".
+  with_timeout 60 fi_info -p verbs -t FI_EP_RDM -v >"$LAB_OUT/fi_info_rdm.log" 2>&1
+  rc=$?
+  if [ "$rc" = 0 ] && ! grep -q 'type: FI_EP_RDM' "$LAB_OUT/fi_info_rdm.log"; then rc=1; fi
+  if [ "$rc" = 0 ] && ! grep -q 'protocol: FI_PROTO_RXM' "$LAB_OUT/fi_info_rdm.log"; then rc=1; fi
+  if [ "$rc" = 0 ] && ! grep -q 'prov_version: 1000.1' "$LAB_OUT/fi_info_rdm.log"; then rc=1; fi
+  if [ "$rc" = 0 ] && ! grep -Eq 'caps: .*FI_TAGGED' "$LAB_OUT/fi_info_rdm.log"; then rc=1; fi
+  record fi_info_rdm "$rc"
+
+  # fi_pingpong, FI_EP_RDM (rsverbs' own RDM protocol), all sizes, data checks.
+  PAIR_PORT=47592 run_pair fi_pingpong_rdm_all \
+    "fi_pingpong -p verbs -e rdm -I ${PP_ITERS:-100} -S all -c" \
+    "fi_pingpong -p verbs -e rdm -I ${PP_ITERS:-100} -S all -c $LAB_IP" "${PP_TIMEOUT:-1500}"
+  rc=$?
+  if [ "$rc" = 0 ] && ! grep -Eq '^(6m|4m) ' "$LAB_OUT/fi_pingpong_rdm_all.client.log"; then
+    echo "fi_pingpong: largest sizes missing from the output" >>"$LAB_OUT/fi_pingpong_rdm_all.client.log"
+    rc=1
+  fi
+  record fi_pingpong_rdm_all "$rc"
 }

@@ -31,7 +31,9 @@
 //! 5. Drain `flow[src].next_send()` onto the QP (also after every push).
 
 pub mod credits;
+pub mod ep;
 pub mod matching;
+pub mod peer;
 pub mod proto;
 
 use credits::CreditConfig;
@@ -93,6 +95,12 @@ impl RdmConfig {
 
     pub fn from_env() -> RdmConfig {
         RdmConfig::from_lookup(|n| std::env::var(n).ok().filter(|s| !s.is_empty()))
+    }
+
+    /// The process's settings (read from the environment once).
+    pub fn get() -> &'static RdmConfig {
+        static CFG: once_cell::sync::Lazy<RdmConfig> = once_cell::sync::Lazy::new(RdmConfig::from_env);
+        &CFG
     }
 
     /// Whether a message of `len` bytes goes EAGER (else RNDV_RTS).

@@ -1,0 +1,260 @@
+//! Memory the RDM core hands to the device or copies through: provider-owned
+//! registered buffers (bounce buffers) and the application's buffers named by
+//! `Iov`s. Raw memory access is `unsafe`, so it lives here, with the C ABI
+//! (the other place `unsafe` is allowed); the RDM core in `src/rdm` stays safe.
+//! Also the coarse clock the RDM progress engine paces itself with.
+
+use std::alloc::{alloc_zeroed, dealloc, Layout};
+use std::ptr::NonNull;
+use std::sync::Arc;
+
+use crate::verbs::{Errno, Iov, Mr, Pd};
+
+/// A zeroed, page-aligned buffer registered with the device, owned by the
+/// provider. The device reads and writes it through `Iov`s made by
+/// [`RegBuf::iov`]; Rust touches it only through [`RegBuf::slice`] and
+/// [`RegBuf::write`], on ranges no posted work request uses (the RDM core
+/// reads a receive slot only after its completion and before reposting it,
+/// and fills a send slot only while it is free).
+///
+/// Whoever posts work requests on it must keep it alive until their QP is
+/// destroyed (the RDM endpoint passes it in the QP's keep-alive list).
+pub struct RegBuf {
+    ptr: NonNull<u8>,
+    layout: Layout,
+    mr: Option<Mr>,
+}
+
+// SAFETY: the buffer is plain memory owned by this object; concurrent access is
+// governed by the slot discipline above (the RDM endpoint serialises it under its lock).
+unsafe impl Send for RegBuf {}
+// SAFETY: as above.
+unsafe impl Sync for RegBuf {}
+
+impl std::fmt::Debug for RegBuf {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RegBuf").field("addr", &self.addr()).field("len", &self.len()).finish()
+    }
+}
+
+impl RegBuf {
+    /// Allocates `len` bytes (> 0) and registers them with `access` (verbs flags).
+    pub fn new(pd: &Arc<Pd>, len: usize, access: i32) -> Result<RegBuf, Errno> {
+        let layout = Layout::from_size_align(len.max(1), 4096).map_err(|_| libc::EINVAL)?;
+        // SAFETY: non-zero size, valid alignment.
+        let p = unsafe { alloc_zeroed(layout) };
+        let ptr = NonNull::new(p).ok_or(libc::ENOMEM)?;
+        match pd.reg_mr(ptr.as_ptr() as u64, layout.size(), access) {
+            Ok(mr) => Ok(RegBuf { ptr, layout, mr: Some(mr) }),
+            Err(e) => {
+                // SAFETY: allocated above with this layout, never shared.
+                unsafe { dealloc(ptr.as_ptr(), layout) };
+                Err(e)
+            }
+        }
+    }
+
+    pub fn addr(&self) -> u64 {
+        self.ptr.as_ptr() as u64
+    }
+    pub fn len(&self) -> usize {
+        self.layout.size()
+    }
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+    pub fn lkey(&self) -> u32 {
+        self.mr.as_ref().map_or(0, |m| m.lkey)
+    }
+    pub fn rkey(&self) -> u32 {
+        self.mr.as_ref().map_or(0, |m| m.rkey)
+    }
+
+    fn check(&self, off: usize, len: usize) {
+        assert!(off.checked_add(len).is_some_and(|e| e <= self.len()), "RegBuf range {off}+{len} out of {}", self.len());
+    }
+
+    /// The device's view of `[off, off+len)`.
+    pub fn iov(&self, off: usize, len: usize) -> Iov {
+        self.check(off, len);
+        // SAFETY: the range is inside our registered allocation, which outlives
+        // every QP posting it (see the type's contract).
+        unsafe { Iov::new(self.addr() + off as u64, len as u32, self.lkey()) }
+    }
+
+    /// Reads `[off, off+len)`: a range the device is not writing.
+    pub fn slice(&self, off: usize, len: usize) -> &[u8] {
+        self.check(off, len);
+        // SAFETY: in bounds; per the slot discipline nothing writes the range meanwhile.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr().add(off), len) }
+    }
+
+    /// Writes `data` at `off`: a range the device is not using.
+    pub fn write(&self, off: usize, data: &[u8]) {
+        self.check(off, data.len());
+        // SAFETY: in bounds; per the slot discipline nothing else reads or writes the range meanwhile.
+        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), self.ptr.as_ptr().add(off), data.len()) };
+    }
+}
+
+impl RegBuf {
+    /// Gathers `len` bytes of the application buffers `iovs` to `off` (a free
+    /// send slot). Returns the bytes copied (less when the buffers are shorter).
+    ///
+    /// The `Iov`s come from a send the application posted (readable until it
+    /// completes, which is after this copy: see `copy_from_iovs`).
+    pub fn fill_from_iovs(&self, off: usize, iovs: &[Iov], len: usize) -> usize {
+        self.check(off, len);
+        let mut done = 0;
+        for v in iovs {
+            let n = (v.len() as usize).min(len - done);
+            if n > 0 {
+                // SAFETY: source inside the application's readable buffer (Iov::new's
+                // contract); destination inside our allocation (checked), unused by the device.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(v.addr() as usize as *const u8, self.ptr.as_ptr().add(off + done), n)
+                };
+            }
+            done += n;
+            if done == len {
+                break;
+            }
+        }
+        done
+    }
+}
+
+impl Drop for RegBuf {
+    fn drop(&mut self) {
+        // Deregister first, then free.
+        self.mr.take();
+        // SAFETY: allocated in `new` with this layout; the device no longer uses it.
+        unsafe { dealloc(self.ptr.as_ptr(), self.layout) };
+    }
+}
+
+/// Copies `data` into the application buffers `iovs`, starting `offset` bytes
+/// into them; stops at their end. Returns the bytes copied.
+///
+/// The `Iov`s were made (in the C shims) from a receive the application
+/// posted, under `Iov::new`'s contract: the memory stays valid and writable
+/// until the receive completes, which is after this copy.
+pub fn copy_to_iovs(iovs: &[Iov], offset: usize, data: &[u8]) -> usize {
+    let mut skip = offset;
+    let mut done = 0;
+    for v in iovs {
+        let l = v.len() as usize;
+        if skip >= l {
+            skip -= l;
+            continue;
+        }
+        let n = (l - skip).min(data.len() - done);
+        if n > 0 {
+            // SAFETY: [addr+skip, addr+skip+n) lies inside the application's
+            // buffer (n <= l - skip), valid and writable per Iov::new's contract.
+            unsafe { std::ptr::copy_nonoverlapping(data.as_ptr().add(done), (v.addr() as usize as *mut u8).add(skip), n) };
+        }
+        done += n;
+        skip = 0;
+        if done == data.len() {
+            break;
+        }
+    }
+    done
+}
+
+/// Gathers the application buffers `iovs` into `out` (up to `out.len()` bytes).
+/// Returns the bytes copied.
+///
+/// The `Iov`s were made from a send (or inject) the application posted, under
+/// `Iov::new`'s contract: readable until the send completes (inject: now).
+pub fn copy_from_iovs(iovs: &[Iov], out: &mut [u8]) -> usize {
+    let mut done = 0;
+    for v in iovs {
+        let n = (v.len() as usize).min(out.len() - done);
+        if n > 0 {
+            // SAFETY: [addr, addr+n) lies inside the application's buffer,
+            // readable per Iov::new's contract; `out` has room for n more bytes.
+            unsafe { std::ptr::copy_nonoverlapping(v.addr() as usize as *const u8, out.as_mut_ptr().add(done), n) };
+        }
+        done += n;
+        if done == out.len() {
+            break;
+        }
+    }
+    done
+}
+
+/// The first `len` bytes of the application buffers `iovs`, copied into a new
+/// vector (inject: the buffers may be reused as soon as the call returns).
+/// Shorter buffers give a shorter vector.
+pub fn gather(iovs: &[Iov], len: usize) -> Vec<u8> {
+    let mut v: Vec<u8> = Vec::with_capacity(len);
+    let mut done = 0;
+    for io in iovs {
+        let n = (io.len() as usize).min(len - done);
+        if n > 0 {
+            // SAFETY: the source lies inside the application's readable buffer
+            // (Iov::new's contract); the destination is the vector's spare
+            // capacity (done + n <= len = capacity).
+            unsafe { std::ptr::copy_nonoverlapping(io.addr() as usize as *const u8, v.as_mut_ptr().add(done), n) };
+        }
+        done += n;
+        if done == len {
+            break;
+        }
+    }
+    // SAFETY: the first `done` bytes were initialised just above.
+    unsafe { v.set_len(done) };
+    v
+}
+
+/// An `Iov` over part of another (same memory, same key).
+pub fn sub_iov(v: &Iov, off: usize, len: usize) -> Iov {
+    assert!(off + len <= v.len() as usize, "sub_iov out of range");
+    // SAFETY: a sub-range of an Iov made under Iov::new's contract inherits it.
+    unsafe { Iov::new(v.addr() + off as u64, len as u32, v.lkey()) }
+}
+
+/// An `Iov` with the same memory as `v` and another local key (a provider
+/// registration covering it).
+pub fn rekey_iov(v: &Iov, lkey: u32) -> Iov {
+    // SAFETY: the same memory, under the same contract; the key only tells the
+    // device which registration to check it against.
+    unsafe { Iov::new(v.addr(), v.len(), lkey) }
+}
+
+/// Milliseconds of `CLOCK_MONOTONIC_COARSE`: advances once per kernel tick
+/// (1-10 ms) and is read from the vDSO without touching the clock hardware,
+/// unlike `Instant::now()`, which is a system call (and an emulated HPET read)
+/// on machines without a usable TSC, such as the lab's emulated guest.
+pub fn coarse_ms() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: valid clock id and out pointer to a local.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_COARSE, &mut ts) };
+    (ts.tv_sec as u64).wrapping_mul(1000).wrapping_add(ts.tv_nsec as u64 / 1_000_000)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn copies_scatter_and_gather_across_iovs() {
+        let mut a = [0u8; 4];
+        let mut b = [0u8; 6];
+        // SAFETY: test buffers live until the end of the test.
+        let iovs = unsafe { [Iov::new(a.as_mut_ptr() as u64, 4, 0), Iov::new(b.as_mut_ptr() as u64, 6, 0)] };
+        assert_eq!(copy_to_iovs(&iovs, 2, b"hello world"), 8, "bounded by the buffers");
+        assert_eq!(&a, &[0, 0, b'h', b'e']);
+        assert_eq!(&b, b"llo wo");
+        let mut out = [0u8; 7];
+        assert_eq!(copy_from_iovs(&iovs, &mut out), 7);
+        assert_eq!(&out, b"\0\0hello");
+        assert_eq!(copy_to_iovs(&iovs, 10, b"x"), 0, "offset past the end copies nothing");
+        assert_eq!(gather(&iovs, 5), b"\0\0hel".to_vec());
+        assert_eq!(gather(&iovs, 100).len(), 10, "bounded by the buffers");
+        let s = sub_iov(&iovs[1], 2, 3);
+        assert_eq!((s.addr(), s.len()), (b.as_ptr() as u64 + 2, 3));
+    }
+}

@@ -1,0 +1,1853 @@
+//! Native `FI_EP_RDM` endpoints: reliable, connectionless messaging by
+//! `fi_addr_t`, carried over one RC queue pair per peer (docs/rdm-protocol.md).
+//!
+//! Structure:
+//! * `fi_enable` binds a listening rdma-cm id (on `info.src_addr`, or an
+//!   address of the domain's device, port 0: `fi_getname` gives the result),
+//!   opens an internal rdma-cm event channel and one internal verbs CQ (with a
+//!   completion channel) for all peer QPs.
+//! * Connections are made on demand: the first operation to an `fi_addr`
+//!   resolves the peer's address, creates the QP on the internal CQ, posts the
+//!   bounce receive buffers and connects with a HELLO (our listening address
+//!   and buffers per peer) as private data. Operations queue meanwhile.
+//!   Incoming requests are accepted by the endpoint itself; simultaneous
+//!   connects are settled by `peer::decide_request`.
+//! * Progress is manual: rdma-cm events, internal completions, credit returns
+//!   and rendezvous reads advance inside `fi_cq_read`/`fi_cq_sread`/
+//!   `fi_trywait` of the CQs bound to the endpoint (`cq::Progress`), and in
+//!   every data call. User completions are made in software.
+//!
+//! Everything runs under one lock per endpoint.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Weak};
+
+use once_cell::sync::OnceCell;
+use parking_lot::Mutex;
+
+use super::credits::{Outgoing, PeerFlow};
+use super::matching::{Action, Body, Delivery, Incoming, Kind, Matcher, RecvRequest};
+use super::peer::*;
+use super::proto::{self, Envelope, Hello, Message, Segment};
+use super::RdmConfig;
+use crate::av::Av;
+use crate::capi::consts::*;
+use crate::capi::rdm_mem::{copy_to_iovs, sub_iov, RegBuf};
+use crate::cq::{Completion, Cq, CqErr, Progress};
+use crate::domain::Domain;
+use crate::error::{FiError, FiResult};
+use crate::fabric::Hold;
+use crate::info::Info;
+use crate::mr::keys_of;
+use crate::sys;
+use crate::verbs::cm::{CmEvent, CmEventKind, CmId, ConnParam, EventChannel};
+use crate::verbs::{self, access, send_flags, wc_opcode, wc_status, CompChannel, Iov, Pd, QpCaps, SendOp, Wc};
+
+/// Token of the listening cm id (connection ids start at 1).
+const LISTEN_TOKEN: u64 = 0;
+/// Send-queue requests per connection besides send slots (RDMA READ/WRITE, atomics).
+const WR_OPS: usize = 32;
+/// Extra send slots beyond the buffers a peer may give us, for control messages.
+const EXTRA_SLOTS: usize = 8;
+/// Largest RDMA READ a rendezvous issues: longer messages are read in
+/// several requests, posted together (smaller requests pipeline, and a lost
+/// packet costs the retransmission of one chunk, not of the whole message).
+const READ_CHUNK: usize = 1 << 20;
+/// RDMA READs of rendezvous receives in flight per connection (the rest wait
+/// in the peer's read queue): bounds the burst of read responses.
+const READS_OUT: usize = 8;
+/// rdma-cm resolution timeouts.
+const RESOLVE_MS: i32 = 2000;
+
+fn ioerr(e: i32) -> std::io::Error {
+    std::io::Error::from_raw_os_error(e)
+}
+
+/// A posted receive (the application's record, by matcher handle).
+struct RecvRec {
+    context: u64,
+    iov: Vec<Iov>,
+    flags: u64,
+    /// Every non-empty buffer has a local key (rendezvous reads land in it).
+    keyed: bool,
+}
+
+/// Sizes of one connection's resources.
+#[derive(Debug, Clone, Copy)]
+struct Geo {
+    /// Bounce receive buffers per peer (our HELLO's bufs_per_peer).
+    bufs: usize,
+    /// Bytes between slots.
+    stride: usize,
+    /// Send slots.
+    nslots: usize,
+    /// Largest RDMA READ of a rendezvous (at most the port's max message size).
+    max_chunk: usize,
+    /// Largest RMA operation (the port's max message size).
+    max_rma: usize,
+    /// RDMA READs of rendezvous receives in flight per connection.
+    reads_out: usize,
+    inline_req: u32,
+    send_sge: u32,
+}
+
+impl Geo {
+    fn cqes(&self) -> usize {
+        self.bufs + self.nslots + WR_OPS
+    }
+}
+
+/// The endpoint's network side (after `fi_enable`). Field order is drop
+/// order: connections (and their QPs) before the listener, the channel last.
+struct Net {
+    conns: HashMap<u32, Conn>,
+    peers: HashMap<SocketAddr, Peer>,
+    rndv_sends: HashMap<(SocketAddr, u64), RndvSend>,
+    /// Rendezvous requests the matcher holds, by our local id: (peer, its msg_id).
+    rndv_in: HashMap<u64, (SocketAddr, u64)>,
+    reads: HashMap<u64, ReadOp>,
+    next_conn: u32,
+    next_lid: u64,
+    next_read: u64,
+    /// When the rdma-cm channel was last read (`coarse_ms`).
+    cm_checked: u64,
+    /// Kept alive: the endpoint listens as long as it is enabled.
+    _listener: CmId,
+    local: SocketAddr,
+    name: Vec<u8>,
+    cq: Arc<verbs::Cq>,
+    comp: Arc<CompChannel>,
+    cq_need: usize,
+    pd: Arc<Pd>,
+    geo: Geo,
+    /// The fd `wait_fd` reports (the CQ channel and the rdma-cm channel).
+    _wait: sys::Epoll,
+    channel: EventChannel,
+}
+
+struct Inner {
+    enabled: bool,
+    closed: bool,
+    av: Option<Hold<Av>>,
+    tx_cq: Option<(Hold<Cq>, bool)>,
+    rx_cq: Option<(Hold<Cq>, bool)>,
+    tx_op_flags: u64,
+    rx_op_flags: u64,
+    matcher: Matcher,
+    recvs: HashMap<u64, RecvRec>,
+    next_handle: u64,
+    tx_count: usize,
+    rx_count: usize,
+    name: Option<SocketAddr>,
+    net: Option<Net>,
+}
+
+/// Static facts the inner state needs.
+struct Ctx {
+    caps: u64,
+    tx_size: usize,
+    rx_size: usize,
+    tx_iov_limit: usize,
+    rx_iov_limit: usize,
+    inject_size: usize,
+    max_msg: usize,
+    cfg: RdmConfig,
+    max_rd_atom: (i32, i32),
+}
+
+pub struct RdmEp {
+    pub domain: Hold<Domain>,
+    pub info: Info,
+    ctx: Ctx,
+    fid: AtomicUsize,
+    inner: Mutex<Inner>,
+    wait_fd: OnceCell<RawFd>,
+    self_ref: OnceCell<Weak<RdmEp>>,
+}
+
+impl std::fmt::Debug for RdmEp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RdmEp").finish()
+    }
+}
+
+/// A send (`fi_send*`, `fi_tsend*`, `fi_inject*`) as the C shims hand it over.
+pub struct SendReq<'a> {
+    pub iov: &'a [Iov],
+    /// The application's descriptors, one per iov (0: none).
+    pub descs: &'a [u64],
+    pub dest: u64,
+    pub tag: Option<u64>,
+    pub data: Option<u64>,
+    pub context: u64,
+    pub flags: u64,
+    /// `fi_inject*`: no completion at all.
+    pub no_completion: bool,
+}
+
+/// A receive (`fi_recv*`, `fi_trecv*`).
+pub struct RecvReq<'a> {
+    pub iov: &'a [Iov],
+    pub descs_ok: bool,
+    pub src: u64,
+    /// Tagged: (tag, ignore).
+    pub tag: Option<(u64, u64)>,
+    pub context: u64,
+    pub flags: u64,
+}
+
+/// An RMA operation by fi_addr.
+pub struct RmaReq<'a> {
+    pub read: bool,
+    pub iov: &'a [Iov],
+    pub descs_ok: bool,
+    pub dest: u64,
+    pub raddr: u64,
+    pub rkey: u64,
+    pub data: Option<u64>,
+    pub context: u64,
+    pub flags: u64,
+    pub no_completion: bool,
+}
+
+/// A 64-bit atomic by fi_addr (fetch-and-add or compare-and-swap).
+pub struct AtomicReq {
+    pub dest: u64,
+    pub raddr: u64,
+    pub rkey: u64,
+    /// Where the old value lands (8 bytes, registered); None: not wanted (`fi_atomic`).
+    pub result: Option<Iov>,
+    /// `fi_inject_atomic`: no completion.
+    pub no_completion: bool,
+    pub op: AtomicOp,
+    pub context: u64,
+    pub flags: u64,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub enum AtomicOp {
+    FetchAdd(u64),
+    CompSwap { compare: u64, swap: u64 },
+}
+
+impl RdmEp {
+    /// `fi_endpoint` for `FI_EP_RDM`.
+    pub fn open(domain: &Arc<Domain>, info: &Info) -> FiResult<Arc<RdmEp>> {
+        if info.ep.type_ != FI_EP_RDM {
+            return crate::fail!(FiError::INVAL, "fi_endpoint: endpoint type {} is not FI_EP_RDM", info.ep.type_);
+        }
+        if info.handle.is_some() {
+            return crate::fail!(FiError::INVAL, "fi_endpoint: RDM endpoints are not created from connection requests");
+        }
+        let cfg = *RdmConfig::get();
+        let cfgv = crate::config::get();
+        let tx_iov_limit = if info.tx.iov_limit == 0 { cfgv.tx_iov_limit } else { info.tx.iov_limit };
+        if tx_iov_limit > proto::MAX_SEGS {
+            return crate::fail!(FiError::INVAL, "fi_endpoint: tx iov_limit {tx_iov_limit} exceeds {}", proto::MAX_SEGS);
+        }
+        let inject_size = if info.tx.inject_size == 0 { cfg.eager_size } else { info.tx.inject_size };
+        if inject_size > cfg.eager_size {
+            return crate::fail!(FiError::INVAL, "fi_endpoint: inject_size {inject_size} exceeds the eager size {}", cfg.eager_size);
+        }
+        let caps = if info.caps == 0 { crate::info::RDM_CAPS } else { info.caps };
+        let ep = Arc::new(RdmEp {
+            domain: Hold::new(domain),
+            info: info.clone(),
+            ctx: Ctx {
+                caps,
+                tx_size: if info.tx.size == 0 { cfgv.tx_size } else { info.tx.size },
+                rx_size: if info.rx.size == 0 { cfgv.rx_size } else { info.rx.size },
+                tx_iov_limit: tx_iov_limit.max(1),
+                rx_iov_limit: if info.rx.iov_limit == 0 { cfgv.rx_iov_limit } else { info.rx.iov_limit }.max(1),
+                inject_size,
+                max_msg: if info.ep.max_msg_size == 0 { proto::MAX_MSG_LEN as usize } else { info.ep.max_msg_size },
+                cfg,
+                max_rd_atom: (domain.attr.max_qp_init_rd_atom, domain.attr.max_qp_rd_atom),
+            },
+            fid: AtomicUsize::new(0),
+            inner: Mutex::new(Inner {
+                enabled: false,
+                closed: false,
+                av: None,
+                tx_cq: None,
+                rx_cq: None,
+                tx_op_flags: info.tx.op_flags,
+                rx_op_flags: info.rx.op_flags,
+                matcher: Matcher::new(),
+                recvs: HashMap::new(),
+                next_handle: 1,
+                tx_count: 0,
+                rx_count: 0,
+                name: info.src_addr,
+                net: None,
+            }),
+            wait_fd: OnceCell::new(),
+            self_ref: OnceCell::new(),
+        });
+        let _ = ep.self_ref.set(Arc::downgrade(&ep));
+        Ok(ep)
+    }
+
+    pub fn set_fid(&self, fid: usize) {
+        self.fid.store(fid, Ordering::Release);
+    }
+
+    pub fn caps(&self) -> u64 {
+        self.ctx.caps
+    }
+
+    pub fn inject_size(&self) -> usize {
+        self.ctx.inject_size
+    }
+
+    /// `fi_ep_bind` to a CQ.
+    pub fn bind_cq(&self, cq: &Arc<Cq>, flags: u64) -> FiResult<()> {
+        let mut g = self.inner.lock();
+        if g.enabled || g.closed {
+            return crate::fail!(FiError::OPBADSTATE, "fi_ep_bind: endpoint already enabled");
+        }
+        if !Arc::ptr_eq(cq.domain.get(), self.domain.get()) {
+            return crate::fail!(FiError::DOMAIN, "fi_ep_bind: CQ belongs to another domain");
+        }
+        if flags & !(FI_TRANSMIT | FI_RECV | FI_SELECTIVE_COMPLETION) != 0 {
+            return crate::fail!(FiError::BADFLAGS, "fi_ep_bind: unsupported CQ bind flags {flags:#x}");
+        }
+        if flags & (FI_TRANSMIT | FI_RECV) == 0 {
+            return crate::fail!(FiError::BADFLAGS, "fi_ep_bind: CQ bind needs FI_TRANSMIT and/or FI_RECV");
+        }
+        if (flags & FI_TRANSMIT != 0 && g.tx_cq.is_some()) || (flags & FI_RECV != 0 && g.rx_cq.is_some()) {
+            return crate::fail!(FiError::INVAL, "fi_ep_bind: a CQ is already bound for that direction");
+        }
+        let sel = flags & FI_SELECTIVE_COMPLETION != 0;
+        if flags & FI_TRANSMIT != 0 {
+            g.tx_cq = Some((Hold::new(cq), sel));
+        }
+        if flags & FI_RECV != 0 {
+            g.rx_cq = Some((Hold::new(cq), sel));
+        }
+        Ok(())
+    }
+
+    /// `fi_ep_bind` to an address vector.
+    pub fn bind_av(&self, av: &Arc<Av>, flags: u64) -> FiResult<()> {
+        let mut g = self.inner.lock();
+        if flags != 0 {
+            return crate::fail!(FiError::BADFLAGS, "fi_ep_bind: AV bind flags must be 0");
+        }
+        if g.enabled || g.closed {
+            return crate::fail!(FiError::OPBADSTATE, "fi_ep_bind: endpoint already enabled");
+        }
+        if !Arc::ptr_eq(av.domain.get(), self.domain.get()) {
+            return crate::fail!(FiError::DOMAIN, "fi_ep_bind: AV belongs to another domain");
+        }
+        if g.av.is_some() {
+            return crate::fail!(FiError::INVAL, "fi_ep_bind: an AV is already bound");
+        }
+        g.av = Some(Hold::new(av));
+        Ok(())
+    }
+
+    /// `fi_setname` (before `fi_enable`): the address to listen on.
+    pub fn setname(&self, a: SocketAddr) -> FiResult<()> {
+        let mut g = self.inner.lock();
+        if g.enabled || g.closed {
+            return crate::fail!(FiError::OPBADSTATE, "fi_setname: endpoint already enabled");
+        }
+        g.name = Some(a);
+        Ok(())
+    }
+
+    /// `fi_getname`: the listening address once enabled (before: the address
+    /// it will listen on, if that is fully known).
+    pub fn getname(&self) -> Option<SocketAddr> {
+        let g = self.inner.lock();
+        match &g.net {
+            Some(n) => Some(n.local),
+            None => g.name.filter(|a| !a.ip().is_unspecified() && a.port() != 0),
+        }
+    }
+
+    pub fn tx_op_flags(&self) -> u64 {
+        self.inner.lock().tx_op_flags
+    }
+    pub fn rx_op_flags(&self) -> u64 {
+        self.inner.lock().rx_op_flags
+    }
+    pub fn set_tx_op_flags(&self, f: u64) {
+        self.inner.lock().tx_op_flags = f;
+    }
+    pub fn set_rx_op_flags(&self, f: u64) {
+        self.inner.lock().rx_op_flags = f;
+    }
+
+    /// `FI_OPT_MIN_MULTI_RECV`.
+    pub fn min_multi_recv(&self) -> usize {
+        self.inner.lock().matcher.min_multi_recv()
+    }
+    pub fn set_min_multi_recv(&self, n: usize) {
+        self.inner.lock().matcher.set_min_multi_recv(n);
+    }
+
+    /// `fi_enable`.
+    pub fn enable(&self) -> FiResult<()> {
+        let mut g = self.inner.lock();
+        if g.enabled || g.closed {
+            return crate::fail!(FiError::OPBADSTATE, "fi_enable: endpoint already enabled");
+        }
+        if g.av.is_none() {
+            return crate::fail!(FiError(FI_ENOAV), "fi_enable: RDM endpoints need an address vector bound first");
+        }
+        if g.tx_cq.is_none() && g.rx_cq.is_none() {
+            return crate::fail!(FiError::NOCQ, "fi_enable: no CQ bound");
+        }
+        let d = self.domain.get();
+        // The address to listen on: the given one, else an RDMA address of the domain's device.
+        let want = g.name;
+        let ip = match want {
+            Some(a) if !a.ip().is_unspecified() => a.ip(),
+            _ => {
+                let want6 = want.is_some_and(|a| a.is_ipv6());
+                let addrs = crate::info::rdma_addresses();
+                let pick = addrs
+                    .iter()
+                    .filter(|x| Arc::ptr_eq(&x.device, &d.dev))
+                    .find(|x| x.ip.is_ipv6() == want6)
+                    .or_else(|| addrs.iter().find(|x| Arc::ptr_eq(&x.device, &d.dev)));
+                match pick {
+                    Some(x) => x.ip,
+                    None => return crate::fail!(FiError::NODEV, "fi_enable: device {} has no usable IP address", d.dev.name()),
+                }
+            }
+        };
+        let bind = SocketAddr::new(ip, want.map_or(0, |a| a.port()));
+        let channel = match EventChannel::new() {
+            Ok(c) => c,
+            Err(e) => return crate::fail!(FiError::from_errno(e), "fi_enable: rdma_create_event_channel failed: {}", ioerr(e)),
+        };
+        let listener = CmId::new_sync().map_err(FiError::from_errno)?;
+        if let Err(e) = listener.bind_addr(&bind) {
+            return crate::fail!(FiError::from_errno(e), "fi_enable: cannot bind {bind}: {}", ioerr(e));
+        }
+        match listener.device() {
+            Some(dev) if Arc::ptr_eq(&dev, &d.dev) => {}
+            Some(dev) => {
+                return crate::fail!(FiError::INVAL, "fi_enable: {bind} is on device {}, the domain on {}", dev.name(), d.dev.name())
+            }
+            None => return crate::fail!(FiError::NODEV, "fi_enable: {bind} has no RDMA device"),
+        }
+        listener.set_token(LISTEN_TOKEN);
+        if let Err(e) = listener.migrate(&channel) {
+            return crate::fail!(FiError::from_errno(e), "fi_enable: rdma_migrate_id failed: {}", ioerr(e));
+        }
+        if let Err(e) = listener.listen(1024) {
+            return crate::fail!(FiError::from_errno(e), "fi_enable: rdma_listen on {bind} failed: {}", ioerr(e));
+        }
+        let Some(local) = listener.local_addr() else {
+            return crate::fail!(FiError::IO, "fi_enable: the listening id has no address");
+        };
+        let name = sys::sockaddr_bytes(&local);
+        if name.len() > proto::HELLO_MAX_NAME {
+            return crate::fail!(FiError::INVAL, "fi_enable: address {local} too long for the HELLO");
+        }
+        let port = d.dev.query_port(listener.port_num().max(1)).map_err(FiError::from_errno)?;
+        let cfg = &self.ctx.cfg;
+        let geo = Geo {
+            bufs: cfg.credits.bufs_per_peer as usize,
+            stride: slot_stride(cfg.bounce_size()),
+            nslots: cfg.credits.bufs_per_peer as usize + EXTRA_SLOTS,
+            max_chunk: (port.max_msg_sz as usize).clamp(4096, READ_CHUNK),
+            max_rma: (port.max_msg_sz as usize).max(4096),
+            reads_out: READS_OUT,
+            inline_req: d.dev.max_inline().min(256),
+            send_sge: self.ctx.tx_iov_limit.max(1) as u32,
+        };
+        let comp = match d.dev.create_comp_channel() {
+            Ok(c) => Arc::new(c),
+            Err(e) => return crate::fail!(FiError::from_errno(e), "fi_enable: ibv_create_comp_channel failed: {}", ioerr(e)),
+        };
+        let max_cqe = d.attr.max_cqe.max(1) as usize;
+        let cqe = (geo.cqes() * 4).min(max_cqe);
+        let cq = match d.dev.create_cq(cqe as i32, Some(comp.clone())) {
+            Ok(c) => Arc::new(c),
+            Err(e) => return crate::fail!(FiError::from_errno(e), "fi_enable: ibv_create_cq({cqe}) failed: {}", ioerr(e)),
+        };
+        let wait = sys::Epoll::new().map_err(FiError::from_errno)?;
+        wait.add(comp.fd(), 1).map_err(FiError::from_errno)?;
+        wait.add(channel.fd(), 2).map_err(FiError::from_errno)?;
+        let _ = self.wait_fd.set(wait.raw());
+        g.net = Some(Net {
+            conns: HashMap::new(),
+            peers: HashMap::new(),
+            rndv_sends: HashMap::new(),
+            rndv_in: HashMap::new(),
+            reads: HashMap::new(),
+            next_conn: 1,
+            next_lid: 1,
+            next_read: 1,
+            cm_checked: 0,
+            _listener: listener,
+            local,
+            name,
+            cq,
+            comp,
+            cq_need: 0,
+            pd: d.pd.clone(),
+            geo,
+            _wait: wait,
+            channel,
+        });
+        g.enabled = true;
+        // Progress runs inside reads of the bound CQs.
+        let me: Weak<dyn Progress> = self.self_ref.get().expect("set at open").clone();
+        let cqs: Vec<Arc<Cq>> = [&g.tx_cq, &g.rx_cq].into_iter().flatten().map(|(c, _)| c.get().clone()).collect();
+        drop(g);
+        let mut added: Vec<&Arc<Cq>> = Vec::new();
+        for c in &cqs {
+            if added.iter().any(|a| Arc::ptr_eq(a, c)) {
+                continue;
+            }
+            c.add_progress(me.clone())?;
+            added.push(c);
+        }
+        tracing::info!("rdm endpoint listening on {local}");
+        Ok(())
+    }
+
+    /// `fi_close`.
+    pub fn close(&self) -> FiResult<()> {
+        let mut g = self.inner.lock();
+        g.closed = true;
+        let net = g.net.take();
+        let cqs: Vec<Arc<Cq>> = [&g.tx_cq, &g.rx_cq].into_iter().flatten().map(|(c, _)| c.get().clone()).collect();
+        g.tx_cq = None;
+        g.rx_cq = None;
+        g.av = None;
+        g.recvs.clear();
+        drop(g);
+        if let Some(net) = net {
+            for c in net.conns.values() {
+                if c.stage == Stage::Up {
+                    let _ = c.id.disconnect();
+                }
+            }
+            drop(net);
+        }
+        let me: Weak<dyn Progress> = self.self_ref.get().expect("set at open").clone();
+        for c in cqs {
+            c.remove_progress(&me, self.wait_fd.get().copied());
+        }
+        Ok(())
+    }
+
+    // ---- data operations ----
+
+    /// `fi_send*`, `fi_tsend*`, `fi_inject*`.
+    pub fn send(&self, r: SendReq<'_>) -> FiResult<()> {
+        let mut g = self.inner.lock();
+        let g = &mut *g;
+        g.ready()?;
+        let Some((_, tx_sel)) = &g.tx_cq else {
+            return crate::fail!(FiError::NOCQ, "send: no transmit CQ bound");
+        };
+        let tx_sel = *tx_sel;
+        let kind = if r.tag.is_some() { Kind::Tagged } else { Kind::Msg };
+        if kind == Kind::Tagged && self.ctx.caps & FI_TAGGED == 0 {
+            return crate::fail!(FiError::OPNOTSUPP, "tagged send: the endpoint was opened without FI_TAGGED");
+        }
+        if r.iov.len() > self.ctx.tx_iov_limit {
+            return crate::fail!(FiError::INVAL, "send: {} iovs exceed iov_limit {}", r.iov.len(), self.ctx.tx_iov_limit);
+        }
+        let len: usize = r.iov.iter().map(|v| v.len() as usize).sum();
+        if len > self.ctx.max_msg {
+            return crate::fail!(FiError::MSGSIZE, "send: {len} bytes exceed max_msg_size {}", self.ctx.max_msg);
+        }
+        let inject = r.flags & FI_INJECT != 0 || r.no_completion;
+        if inject && len > self.ctx.inject_size {
+            return crate::fail!(FiError::MSGSIZE, "inject of {len} bytes exceeds inject_size {}", self.ctx.inject_size);
+        }
+        // Version 1 of the protocol carries 4 bytes of CQ data (cq_data_size 4).
+        let data = r.data.map(|d| d as u32);
+        if g.tx_count >= self.ctx.tx_size {
+            g.progress(&self.ctx);
+            if g.tx_count >= self.ctx.tx_size {
+                return Err(FiError::AGAIN);
+            }
+        }
+        let addr = g.lookup(r.dest)?;
+        let silent = r.no_completion || (tx_sel && r.flags & FI_COMPLETION == 0);
+        let done = TxDone { context: r.context, flags: FI_SEND | kind.cq_flag(), silent };
+        let env = Envelope { tag: r.tag, data };
+        let eager = self.ctx.cfg.is_eager(len);
+        // Rendezvous: every piece of the buffer must be readable by the peer.
+        let mut rndv = None;
+        if !eager {
+            let mut segs = Vec::with_capacity(r.iov.len());
+            let mut tmp = Vec::new();
+            for (i, v) in r.iov.iter().enumerate() {
+                if v.is_empty() {
+                    continue;
+                }
+                let desc = r.descs.get(i).copied().unwrap_or(0);
+                let keys = keys_of(self.domain.get(), desc).filter(|k| k.remote_read && k.covers(v.addr(), v.len() as usize));
+                let rkey = match keys {
+                    Some(k) => k.rkey,
+                    None => {
+                        // Not registered for remote read: register it for this send.
+                        let net = g.net.as_ref().expect("ready");
+                        match net.pd.reg_mr(v.addr(), v.len() as usize, access::LOCAL_WRITE | access::REMOTE_READ) {
+                            Ok(mr) => {
+                                let k = mr.rkey;
+                                tmp.push(mr);
+                                k
+                            }
+                            Err(e) => {
+                                return crate::fail!(
+                                    FiError::from_errno(e),
+                                    "send: cannot register {} bytes at {:#x} for the rendezvous: {}",
+                                    v.len(),
+                                    v.addr(),
+                                    ioerr(e)
+                                )
+                            }
+                        }
+                    }
+                };
+                segs.push(Segment { addr: v.addr(), len: v.len() as u64, rkey });
+            }
+            rndv = Some((segs, tmp));
+        }
+        let payload = if eager {
+            if inject {
+                Some(Payload::Owned(crate::capi::rdm_mem::gather(r.iov, len)))
+            } else {
+                Some(Payload::User(r.iov.to_vec()))
+            }
+        } else {
+            None
+        };
+        let net = g.net.as_mut().expect("ready");
+        let peer = net.peer_or_connect(addr)?;
+        let msg_id = peer.msg_id();
+        match (payload, rndv) {
+            (Some(payload), _) => peer.push(Out::Eager { msg_id, env, payload, done }),
+            (None, Some((segs, tmp))) => {
+                peer.push(Out::Rts { msg_id, env, len: len as u64, segs });
+                net.rndv_sends.insert((addr, msg_id), RndvSend { done, tmp });
+            }
+            (None, None) => unreachable!("a message is eager or rendezvous"),
+        }
+        g.tx_count += 1;
+        g.progress(&self.ctx);
+        Ok(())
+    }
+
+    /// `fi_recv*`, `fi_trecv*`.
+    pub fn recv(&self, r: RecvReq<'_>) -> FiResult<()> {
+        let mut g = self.inner.lock();
+        let g = &mut *g;
+        g.ready()?;
+        if g.rx_cq.is_none() {
+            return crate::fail!(FiError::NOCQ, "recv: no receive CQ bound");
+        }
+        let kind = if r.tag.is_some() { Kind::Tagged } else { Kind::Msg };
+        if kind == Kind::Tagged && self.ctx.caps & FI_TAGGED == 0 {
+            return crate::fail!(FiError::OPNOTSUPP, "tagged receive: the endpoint was opened without FI_TAGGED");
+        }
+        if r.iov.len() > self.ctx.rx_iov_limit {
+            return crate::fail!(FiError::INVAL, "recv: {} iovs exceed iov_limit {}", r.iov.len(), self.ctx.rx_iov_limit);
+        }
+        let peek = r.flags & FI_PEEK != 0;
+        let discard_claim = r.flags & FI_CLAIM != 0 && r.flags & FI_DISCARD != 0;
+        let multi = r.flags & FI_MULTI_RECV != 0;
+        if multi && self.ctx.caps & FI_MULTI_RECV == 0 {
+            return crate::fail!(FiError::OPNOTSUPP, "recv: FI_MULTI_RECV needs the FI_MULTI_RECV capability");
+        }
+        if multi && r.iov.len() != 1 {
+            return crate::fail!(FiError::INVAL, "recv: FI_MULTI_RECV takes exactly one buffer");
+        }
+        let len: usize = r.iov.iter().map(|v| v.len() as usize).sum();
+        let src = if self.ctx.caps & FI_DIRECTED_RECV != 0 { r.src } else { FI_ADDR_UNSPEC };
+        if src != FI_ADDR_UNSPEC {
+            let av = g.av.as_ref().expect("ready");
+            if av.lookup(src).is_none() {
+                return crate::fail!(FiError::INVAL, "recv: source fi_addr {src:#x} is not in the address vector");
+            }
+        }
+        let consumes = !peek && !discard_claim;
+        if consumes && g.rx_count >= self.ctx.rx_size {
+            g.progress(&self.ctx);
+            if g.rx_count >= self.ctx.rx_size {
+                return Err(FiError::AGAIN);
+            }
+        }
+        let handle = g.next_handle;
+        g.next_handle += 1;
+        let req = match r.tag {
+            None => RecvRequest::msg(handle, r.context, len),
+            Some((tag, ignore)) => RecvRequest::tagged(handle, r.context, len, tag, ignore),
+        }
+        .from(src)
+        .with_flags(r.flags);
+        if consumes {
+            g.recvs.insert(handle, RecvRec { context: r.context, iov: r.iov.to_vec(), flags: r.flags, keyed: r.descs_ok });
+            g.rx_count += 1;
+        }
+        let actions = match g.matcher.post(req) {
+            Ok(a) => a,
+            Err(e) => {
+                if g.recvs.remove(&handle).is_some() {
+                    g.rx_count -= 1;
+                }
+                return Err(e);
+            }
+        };
+        for a in actions {
+            g.execute(a, None);
+        }
+        g.progress(&self.ctx);
+        Ok(())
+    }
+
+    /// `fi_cancel`: a posted receive, by context.
+    pub fn cancel(&self, context: u64) -> FiResult<()> {
+        let mut g = self.inner.lock();
+        let g = &mut *g;
+        if !g.enabled {
+            return crate::fail!(FiError::OPBADSTATE, "fi_cancel: endpoint not enabled");
+        }
+        let Some(c) = g.matcher.cancel(context) else {
+            tracing::debug!("fi_cancel: no posted receive with context {context:#x}");
+            return Ok(());
+        };
+        let buf = g.recvs.get(&c.handle).and_then(|r| r.iov.first()).map_or(0, |v| v.addr());
+        g.rx_error(CqErr { op_context: c.context, flags: c.flags, tag: c.tag, err: FI_ECANCELED, buf, src: FI_ADDR_NOTAVAIL, ..Default::default() });
+        if c.last && g.recvs.remove(&c.handle).is_some() {
+            g.rx_count -= 1;
+        }
+        Ok(())
+    }
+
+    /// `fi_read*`, `fi_write*`, `fi_writedata`, `fi_inject_write*`.
+    pub fn rma(&self, r: RmaReq<'_>) -> FiResult<()> {
+        let mut g = self.inner.lock();
+        let g = &mut *g;
+        g.ready()?;
+        let Some((_, tx_sel)) = &g.tx_cq else {
+            return crate::fail!(FiError::NOCQ, "RMA: no transmit CQ bound");
+        };
+        let tx_sel = *tx_sel;
+        if self.ctx.caps & FI_RMA == 0 {
+            return crate::fail!(FiError::OPNOTSUPP, "RMA: the endpoint was opened without FI_RMA");
+        }
+        let Ok(rkey) = u32::try_from(r.rkey) else {
+            return crate::fail!(FiError::INVAL, "RMA: key {:#x} is not a verbs key", r.rkey);
+        };
+        if r.iov.len() > self.ctx.tx_iov_limit {
+            return crate::fail!(FiError::INVAL, "RMA: {} iovs exceed iov_limit {}", r.iov.len(), self.ctx.tx_iov_limit);
+        }
+        let len: usize = r.iov.iter().map(|v| v.len() as usize).sum();
+        let geo = g.net.as_ref().expect("ready").geo;
+        if len > geo.max_rma {
+            return crate::fail!(FiError::MSGSIZE, "RMA: {len} bytes exceed the device's max message size {}", geo.max_rma);
+        }
+        let inject = r.flags & FI_INJECT != 0 || r.no_completion;
+        if inject && (r.read || len > self.ctx.inject_size.min(geo.stride)) {
+            return crate::fail!(FiError::MSGSIZE, "inject write of {len} bytes exceeds inject_size {}", self.ctx.inject_size);
+        }
+        if !inject && !r.descs_ok && len > 0 {
+            return crate::fail!(FiError::INVAL, "RMA: missing memory descriptor for the local buffer (FI_MR_LOCAL)");
+        }
+        if g.tx_count >= self.ctx.tx_size {
+            g.progress(&self.ctx);
+            if g.tx_count >= self.ctx.tx_size {
+                return Err(FiError::AGAIN);
+            }
+        }
+        let addr = g.lookup(r.dest)?;
+        let silent = r.no_completion || (tx_sel && r.flags & FI_COMPLETION == 0);
+        let done = TxDone { context: r.context, flags: FI_RMA | if r.read { FI_READ } else { FI_WRITE }, silent };
+        let owned = if inject {
+            Some(crate::capi::rdm_mem::gather(r.iov, len))
+        } else {
+            None
+        };
+        let net = g.net.as_mut().expect("ready");
+        let peer = net.peer_or_connect(addr)?;
+        match (r.read, r.data, owned) {
+            (true, _, _) => peer.rma.push_back(RmaOp::Read { local: r.iov.to_vec(), raddr: r.raddr, rkey, done }),
+            (false, Some(d), owned) => {
+                let payload = match owned {
+                    Some(v) => Payload::Owned(v),
+                    None => Payload::User(r.iov.to_vec()),
+                };
+                peer.push(Out::WriteData { payload, raddr: r.raddr, rkey, imm: d as u32, done });
+            }
+            (false, None, Some(v)) => peer.rma.push_back(RmaOp::WriteInline { data: v, raddr: r.raddr, rkey, done }),
+            (false, None, None) => peer.rma.push_back(RmaOp::Write { local: r.iov.to_vec(), raddr: r.raddr, rkey, done }),
+        }
+        g.tx_count += 1;
+        g.progress(&self.ctx);
+        Ok(())
+    }
+
+    /// 64-bit fetch-and-add / compare-and-swap by fi_addr.
+    pub fn atomic(&self, r: AtomicReq) -> FiResult<()> {
+        let mut g = self.inner.lock();
+        let g = &mut *g;
+        g.ready()?;
+        let Some((_, tx_sel)) = &g.tx_cq else {
+            return crate::fail!(FiError::NOCQ, "atomic: no transmit CQ bound");
+        };
+        let tx_sel = *tx_sel;
+        if self.ctx.caps & FI_ATOMIC == 0 {
+            return crate::fail!(FiError::OPNOTSUPP, "atomic: the endpoint was opened without FI_ATOMIC");
+        }
+        let Ok(rkey) = u32::try_from(r.rkey) else {
+            return crate::fail!(FiError::INVAL, "atomic: key {:#x} is not a verbs key", r.rkey);
+        };
+        if r.raddr % 8 != 0 {
+            return crate::fail!(FiError::INVAL, "atomic: remote address {:#x} is not 8-byte aligned", r.raddr);
+        }
+        if g.tx_count >= self.ctx.tx_size {
+            g.progress(&self.ctx);
+            if g.tx_count >= self.ctx.tx_size {
+                return Err(FiError::AGAIN);
+            }
+        }
+        let addr = g.lookup(r.dest)?;
+        let silent = r.no_completion || (tx_sel && r.flags & FI_COMPLETION == 0);
+        let fetch = if r.result.is_some() { FI_READ } else { FI_WRITE };
+        let done = TxDone { context: r.context, flags: FI_ATOMIC | fetch, silent };
+        let op = match (r.op, r.result) {
+            (AtomicOp::FetchAdd(add), Some(local)) => RmaOp::FetchAdd { local, raddr: r.raddr, rkey, add, done },
+            (AtomicOp::FetchAdd(add), None) => RmaOp::AtomicAdd { raddr: r.raddr, rkey, add, done },
+            (AtomicOp::CompSwap { compare, swap }, Some(local)) => RmaOp::CompSwap { local, raddr: r.raddr, rkey, compare, swap, done },
+            (AtomicOp::CompSwap { .. }, None) => {
+                return crate::fail!(FiError::INVAL, "compare atomic: a result buffer is required")
+            }
+        };
+        let net = g.net.as_mut().expect("ready");
+        let peer = net.peer_or_connect(addr)?;
+        peer.rma.push_back(op);
+        g.tx_count += 1;
+        g.progress(&self.ctx);
+        Ok(())
+    }
+}
+
+impl Progress for RdmEp {
+    fn progress(&self) {
+        self.inner.lock().progress(&self.ctx);
+    }
+
+    fn arm(&self) -> bool {
+        let mut g = self.inner.lock();
+        let Some(net) = &g.net else { return true };
+        while net.comp.consume_event(&net.cq) {}
+        if let Err(e) = net.cq.req_notify() {
+            tracing::warn!("rdm: ibv_req_notify_cq failed: errno {e}");
+            return false;
+        }
+        // Work that arrived before the arm raises no event: look once more.
+        !g.progress_with(&self.ctx, true)
+    }
+
+    fn wait_fd(&self) -> Option<RawFd> {
+        self.wait_fd.get().copied()
+    }
+}
+
+impl Net {
+    /// The peer at `addr`, connecting to it if there is none yet.
+    fn peer_or_connect(&mut self, addr: SocketAddr) -> FiResult<&mut Peer> {
+        if !self.peers.contains_key(&addr) {
+            let conn_id = self.next_conn;
+            self.next_conn += 1;
+            let id = CmId::new_sync().map_err(FiError::from_errno)?;
+            id.set_token(conn_id as u64);
+            if let Err(e) = id.migrate(&self.channel) {
+                return crate::fail!(FiError::from_errno(e), "rdm: rdma_migrate_id failed: {}", ioerr(e));
+            }
+            let src = SocketAddr::new(self.local.ip(), 0);
+            if let Err(e) = id.resolve_addr(Some(&src), &addr, RESOLVE_MS) {
+                return crate::fail!(FiError::from_errno(e), "rdm: cannot resolve {addr}: {}", ioerr(e));
+            }
+            tracing::debug!("rdm: connecting to {addr} (conn {conn_id})");
+            self.conns.insert(conn_id, Conn { id, peer: addr, active: true, stage: Stage::Resolving, res: None });
+            let mut p = Peer::new(addr);
+            p.send_conn = Some(conn_id);
+            p.conns.push(conn_id);
+            self.peers.insert(addr, p);
+        }
+        Ok(self.peers.get_mut(&addr).expect("just inserted"))
+    }
+
+    /// Creates a connection's QP and buffers and posts the bounce receives.
+    fn setup_qp(&mut self, conn_id: u32) -> FiResult<()> {
+        let geo = self.geo;
+        let need = self.cq_need + geo.cqes();
+        if need > self.cq.capacity().max(0) as usize {
+            if let Err(e) = self.cq.resize(need as i32) {
+                return crate::fail!(FiError::NOSPC, "rdm: cannot grow the internal CQ to {need} entries: {}", ioerr(e));
+            }
+        }
+        let recv = match RegBuf::new(&self.pd, geo.bufs * geo.stride, access::LOCAL_WRITE) {
+            Ok(b) => Arc::new(b),
+            Err(e) => return crate::fail!(FiError::from_errno(e), "rdm: cannot register receive buffers: {}", ioerr(e)),
+        };
+        let send = match RegBuf::new(&self.pd, geo.nslots * geo.stride, access::LOCAL_WRITE) {
+            Ok(b) => Arc::new(b),
+            Err(e) => return crate::fail!(FiError::from_errno(e), "rdm: cannot register send buffers: {}", ioerr(e)),
+        };
+        let Some(conn) = self.conns.get_mut(&conn_id) else {
+            return crate::fail!(FiError::IO, "rdm: connection {conn_id} vanished");
+        };
+        let caps = QpCaps {
+            max_send_wr: (geo.nslots + WR_OPS) as u32,
+            max_recv_wr: geo.bufs as u32,
+            max_send_sge: geo.send_sge,
+            max_recv_sge: 1,
+            max_inline: geo.inline_req,
+        };
+        let keep: Vec<Arc<dyn Send + Sync>> = vec![self.cq.clone(), recv.clone(), send.clone()];
+        let qp = match conn.id.create_qp(&self.pd, &self.cq, &self.cq, caps, keep) {
+            Ok(q) => q,
+            Err(e) => return crate::fail!(FiError::from_errno(e), "rdm: rdma_create_qp failed: {}", ioerr(e)),
+        };
+        for i in 0..geo.bufs {
+            if let Err(e) = qp.post_recv(wr_id(WrKind::Recv, conn_id, i as u32), &[recv.iov(i * geo.stride, geo.stride)]) {
+                return crate::fail!(FiError::from_errno(e), "rdm: posting receive buffers failed: {}", ioerr(e));
+            }
+        }
+        conn.res = Some(QpRes {
+            recv,
+            send,
+            slots: (0..geo.nslots).map(|_| None).collect(),
+            free_slots: (0..geo.nslots as u32).rev().collect(),
+            wr_ops: HashMap::new(),
+            free_wrs: (0..WR_OPS as u32).rev().collect(),
+            reads_out: 0,
+            max_inline: qp.caps.max_inline as usize,
+            qp_num: qp.qp_num(),
+        });
+        self.cq_need = need;
+        Ok(())
+    }
+
+    fn hello(&self) -> Vec<u8> {
+        Hello { bufs_per_peer: self.geo.bufs as u16, name: self.name.clone() }.encode().unwrap_or_default()
+    }
+}
+
+impl Inner {
+    fn ready(&self) -> FiResult<()> {
+        if self.closed {
+            return crate::fail!(FiError::OPBADSTATE, "endpoint closed");
+        }
+        if !self.enabled || self.net.is_none() {
+            return crate::fail!(FiError::OPBADSTATE, "endpoint not enabled");
+        }
+        Ok(())
+    }
+
+    /// The peer address of an fi_addr.
+    fn lookup(&self, fi_addr: u64) -> FiResult<SocketAddr> {
+        let av = self.av.as_ref().expect("enabled endpoints have an AV");
+        match av.lookup(fi_addr) {
+            Some(a) => Ok(a),
+            None => crate::fail!(FiError::INVAL, "fi_addr {fi_addr:#x} is not in the address vector"),
+        }
+    }
+
+    fn src_of(&self, addr: &SocketAddr) -> u64 {
+        self.av.as_ref().map_or(FI_ADDR_NOTAVAIL, |av| av.reverse(addr))
+    }
+
+    // ---- user completions ----
+
+    fn tx_done(&mut self, done: TxDone, err: Option<i32>) {
+        self.tx_count = self.tx_count.saturating_sub(1);
+        let Some((cq, _)) = &self.tx_cq else { return };
+        match err {
+            None if done.silent => {}
+            None => cq.push_completion(Completion { op_context: done.context, flags: done.flags, ..Default::default() }),
+            Some(e) => cq.push_error(CqErr {
+                op_context: done.context,
+                flags: done.flags,
+                err: e,
+                prov_errno: e,
+                src: FI_ADDR_NOTAVAIL,
+                ..Default::default()
+            }),
+        }
+    }
+
+    fn rx_error(&self, e: CqErr) {
+        if let Some((cq, _)) = &self.rx_cq {
+            cq.push_error(e);
+        }
+    }
+
+    fn rx_completion(&self, c: Completion) {
+        if let Some((cq, _)) = &self.rx_cq {
+            cq.push_completion(c);
+        }
+    }
+
+    /// Completes (part of) a receive. `err`: a transfer error (a failed read).
+    fn complete_recv(&mut self, d: &Delivery, err: Option<i32>) {
+        let Some(rec) = self.recvs.get(&d.handle) else {
+            tracing::warn!("rdm: completion for unknown receive {:#x}", d.handle);
+            return;
+        };
+        let buf = if d.multi_recv { rec.iov.first().map_or(0, |v| v.addr() + d.offset as u64) } else { 0 };
+        let rx_sel = self.rx_cq.as_ref().is_some_and(|(_, s)| *s);
+        let wanted = !rx_sel || rec.flags & FI_COMPLETION != 0 || d.flags & FI_MULTI_RECV != 0;
+        let ctx = rec.context;
+        if let Some(e) = err.or(if d.olen > 0 { Some(FI_ETRUNC) } else { None }) {
+            self.rx_error(CqErr {
+                op_context: ctx,
+                flags: d.flags,
+                len: d.len,
+                buf,
+                data: d.data,
+                tag: d.tag,
+                olen: d.olen,
+                err: e,
+                prov_errno: e,
+                src: d.src,
+                ..Default::default()
+            });
+        } else if wanted {
+            self.rx_completion(Completion { op_context: ctx, flags: d.flags, len: d.len, buf, data: d.data, tag: d.tag, src: d.src });
+        }
+        if d.last && self.recvs.remove(&d.handle).is_some() {
+            self.rx_count = self.rx_count.saturating_sub(1);
+        }
+    }
+
+    /// Carries out one matching action. `payload`: the eager payload of the
+    /// message just passed to `arrive` (for `Deliver`).
+    fn execute(&mut self, a: Action, payload: Option<&[u8]>) {
+        match a {
+            Action::Deliver(d) => {
+                let data = payload.unwrap_or(&[]);
+                self.deliver(&d, &data[..d.len.min(data.len())]);
+            }
+            Action::DeliverQueued(d, bytes) => self.deliver(&d, &bytes[..d.len.min(bytes.len())]),
+            Action::Read(d, r) => self.start_read(d, r),
+            Action::Queued => {}
+            Action::Peeked { context, info, claimed: _ } => self.rx_completion(Completion {
+                op_context: context,
+                flags: info.cq_flags(),
+                len: info.len,
+                buf: 0,
+                data: info.data.unwrap_or(0),
+                tag: info.tag,
+                src: info.src,
+            }),
+            Action::NoMessage { context } => self.rx_error(CqErr {
+                op_context: context,
+                flags: FI_RECV | FI_TAGGED,
+                err: FI_ENOMSG,
+                src: FI_ADDR_NOTAVAIL,
+                ..Default::default()
+            }),
+            Action::Discarded { context, info, rndv } => {
+                self.rx_completion(Completion {
+                    op_context: context,
+                    flags: info.cq_flags(),
+                    len: info.len,
+                    buf: 0,
+                    data: info.data.unwrap_or(0),
+                    tag: info.tag,
+                    src: info.src,
+                });
+                if let Some(r) = rndv {
+                    self.answer_rndv(r.msg_id, Out::Fin { msg_id: 0, len: 0 });
+                }
+            }
+        }
+    }
+
+    fn deliver(&mut self, d: &Delivery, data: &[u8]) {
+        if let Some(rec) = self.recvs.get(&d.handle) {
+            copy_to_iovs(&rec.iov, d.offset, data);
+        }
+        self.complete_recv(d, None);
+    }
+
+    /// Sends FIN/NACK for a rendezvous request the matcher held under local id `lid`.
+    fn answer_rndv(&mut self, lid: u64, out: Out) {
+        let Some(net) = &mut self.net else { return };
+        let Some((addr, msg_id)) = net.rndv_in.remove(&lid) else {
+            tracing::warn!("rdm: answer for unknown rendezvous {lid}");
+            return;
+        };
+        let out = match out {
+            Out::Fin { len, .. } => Out::Fin { msg_id, len },
+            Out::Nack { err, .. } => Out::Nack { msg_id, err },
+            o => o,
+        };
+        if let Some(p) = net.peers.get_mut(&addr) {
+            p.push(out);
+        }
+    }
+
+    /// Starts the RDMA READs of a rendezvous receive.
+    fn start_read(&mut self, d: Delivery, r: super::matching::Rendezvous) {
+        let Some(net) = &mut self.net else { return };
+        let Some((addr, msg_id)) = net.rndv_in.remove(&r.msg_id) else {
+            tracing::warn!("rdm: read for unknown rendezvous {}", r.msg_id);
+            self.complete_recv(&d, Some(FI_EIO));
+            return;
+        };
+        let read_id = net.next_read;
+        net.next_read += 1;
+        let keyed = self.recvs.get(&d.handle).is_some_and(|rec| rec.keyed);
+        let peer_alive = net.peers.contains_key(&addr);
+        if !peer_alive || !keyed {
+            if !keyed {
+                tracing::warn!("rdm: rendezvous receive without a memory descriptor (FI_MR_LOCAL): cannot read into it");
+            } else {
+                tracing::info!("rdm: rendezvous from {addr}, which is gone");
+            }
+            let d2 = self.matcher.read_finished(&d);
+            self.complete_recv(&d2, Some(FI_EIO));
+            if peer_alive {
+                if let Some(p) = self.net.as_mut().and_then(|n| n.peers.get_mut(&addr)) {
+                    p.push(Out::Nack { msg_id, err: FI_EIO as u16 });
+                }
+            }
+            return;
+        }
+        // Split the reads by remote chunk and by local buffer.
+        let iov = self.recvs.get(&d.handle).map(|rec| rec.iov.clone()).unwrap_or_default();
+        let mut pieces = Vec::new();
+        for ch in proto::read_plan(&r.segs, d.len, net.geo.max_chunk) {
+            let mut lo = d.offset + ch.local_offset;
+            let mut left = ch.len;
+            let mut raddr = ch.remote_addr;
+            let mut base = 0usize;
+            for v in &iov {
+                let vl = v.len() as usize;
+                if left == 0 {
+                    break;
+                }
+                if lo >= base + vl {
+                    base += vl;
+                    continue;
+                }
+                let off = lo - base;
+                let n = (vl - off).min(left);
+                pieces.push(ReadPiece { read_id, local: sub_iov(v, off, n), raddr, rkey: ch.rkey });
+                lo += n;
+                left -= n;
+                raddr += n as u64;
+                base += vl;
+            }
+        }
+        if pieces.is_empty() {
+            // Nothing to read (zero bytes wanted): done at once.
+            net.reads.insert(read_id, ReadOp { d, peer: addr, msg_id, left: 0, err: None });
+            self.finish_read(read_id);
+            return;
+        }
+        net.reads.insert(read_id, ReadOp { d, peer: addr, msg_id, left: pieces.len(), err: None });
+        if let Some(p) = net.peers.get_mut(&addr) {
+            p.reads.extend(pieces);
+        }
+    }
+
+    /// A rendezvous receive's reads are all done.
+    fn finish_read(&mut self, read_id: u64) {
+        let Some(net) = &mut self.net else { return };
+        let Some(op) = net.reads.remove(&read_id) else { return };
+        let d2 = self.matcher.read_finished(&op.d);
+        self.complete_recv(&d2, op.err);
+        let Some(net) = &mut self.net else { return };
+        if let Some(p) = net.peers.get_mut(&op.peer) {
+            match op.err {
+                None => p.push(Out::Fin { msg_id: op.msg_id, len: op.d.len as u64 }),
+                Some(e) => p.push(Out::Nack { msg_id: op.msg_id, err: e.clamp(1, u16::MAX as i32) as u16 }),
+            }
+        }
+    }
+
+    fn read_piece_done(&mut self, read_id: u64, err: Option<i32>) {
+        let Some(net) = &mut self.net else { return };
+        let Some(op) = net.reads.get_mut(&read_id) else { return };
+        op.left = op.left.saturating_sub(1);
+        if err.is_some() && op.err.is_none() {
+            op.err = err;
+        }
+        if op.left == 0 {
+            self.finish_read(read_id);
+        }
+    }
+
+    fn rndv_send_done(&mut self, addr: SocketAddr, msg_id: u64, err: Option<i32>) {
+        let Some(net) = &mut self.net else { return };
+        match net.rndv_sends.remove(&(addr, msg_id)) {
+            Some(s) => {
+                drop(s.tmp);
+                self.tx_done(s.done, err);
+            }
+            None => tracing::warn!("rdm: FIN/NACK from {addr} for unknown message {msg_id}"),
+        }
+    }
+
+    // ---- progress ----
+
+    /// Advances everything; true when anything happened.
+    fn progress(&mut self, ctx: &Ctx) -> bool {
+        self.progress_with(ctx, false)
+    }
+
+    /// `force_cm`: read the rdma-cm channel even if it was read very recently.
+    /// Reading it costs a system call even when it is empty, so with every
+    /// connection up it is read once per tick of the coarse clock (a few
+    /// milliseconds; a busy `fi_cq_read` loop stays a user-space poll of the
+    /// CQ, as on MSG endpoints); while connections are being set up, on
+    /// every call.
+    fn progress_with(&mut self, ctx: &Ctx, force_cm: bool) -> bool {
+        let Some(net) = &mut self.net else { return false };
+        // Reading the clock may itself be a system call (e.g. an HPET
+        // clocksource): look at it only every CM_CLOCK_EVERY calls.
+        let now = crate::capi::rdm_mem::coarse_ms();
+        let settling = net.conns.values().any(|c| c.stage != Stage::Up);
+        let cm_due = force_cm || settling || now != net.cm_checked;
+        if cm_due {
+            net.cm_checked = now;
+        }
+        let mut any = self.poll_cq();
+        if cm_due {
+            any |= self.cm_events(ctx);
+        }
+        self.drain_all();
+        any
+    }
+
+    fn poll_cq(&mut self) -> bool {
+        let mut any = false;
+        const N: usize = 32;
+        // Uninitialised: an empty poll (most of a busy loop) touches nothing.
+        let mut wcs = verbs::WcBuf::<N>::new();
+        loop {
+            let Some(net) = &self.net else { return any };
+            let polled = match net.cq.poll_buf(&mut wcs, N) {
+                Ok(p) => p,
+                Err(e) => {
+                    tracing::warn!("rdm: ibv_poll_cq failed: errno {e}");
+                    return any;
+                }
+            };
+            let got = polled.len();
+            for wc in polled {
+                self.handle_wc(wc);
+            }
+            any |= got > 0;
+            if got < N {
+                return any;
+            }
+        }
+    }
+
+    fn handle_wc(&mut self, wc: &Wc) {
+        let Some((kind, conn_id, idx)) = wr_decode(wc.wr_id()) else {
+            tracing::warn!("rdm: completion with a foreign work-request id {:#x}", wc.wr_id());
+            return;
+        };
+        let ok = wc.status() == wc_status::SUCCESS;
+        let flushed = wc.status() == wc_status::WR_FLUSH_ERR;
+        let Some(net) = &mut self.net else { return };
+        let Some(conn) = net.conns.get_mut(&conn_id) else {
+            // A connection torn down meanwhile.
+            return;
+        };
+        if !ok && !flushed {
+            tracing::info!("rdm: {:?} on connection to {} failed: {} (vendor error {:#x})", kind, conn.peer, wc.status_str(), wc.vendor_err());
+        }
+        match kind {
+            WrKind::Recv => {
+                if !ok {
+                    if !flushed {
+                        self.conn_failed(conn_id, FI_EIO);
+                    }
+                    return;
+                }
+                self.handle_recv(conn_id, idx, wc);
+            }
+            WrKind::Send => {
+                let Some(res) = conn.res.as_mut() else { return };
+                let done = res.slots.get_mut(idx as usize).and_then(|s| s.take()).flatten();
+                res.free_slots.push(idx);
+                if let Some(done) = done {
+                    self.tx_done(done, if ok { None } else { Some(crate::cq::status_to_err(wc.status())) });
+                }
+                if !ok && !flushed {
+                    self.conn_failed(conn_id, FI_EIO);
+                }
+            }
+            WrKind::Op => {
+                let Some(res) = conn.res.as_mut() else { return };
+                let op = res.wr_ops.remove(&idx);
+                res.free_wrs.push(idx);
+                let err = if ok { None } else { Some(crate::cq::status_to_err(wc.status())) };
+                match op {
+                    Some(WrOp::Read(read_id)) => {
+                        res.reads_out = res.reads_out.saturating_sub(1);
+                        self.read_piece_done(read_id, err.map(|_| FI_EIO))
+                    }
+                    Some(WrOp::Rma(done)) => self.tx_done(done, err),
+                    None => {}
+                }
+                if !ok && !flushed {
+                    self.conn_failed(conn_id, FI_EIO);
+                }
+            }
+        }
+    }
+
+    /// A bounce buffer received a message (or an RDMA write with data consumed it).
+    fn handle_recv(&mut self, conn_id: u32, idx: u32, wc: &Wc) {
+        let net = self.net.as_mut().expect("checked");
+        let conn = net.conns.get(&conn_id).expect("checked");
+        let addr = conn.peer;
+        let Some(res) = conn.res.as_ref() else { return };
+        let stride = net.geo.stride;
+        let buf = res.recv.clone();
+        let src = self.src_of(&addr);
+        if wc.opcode() == wc_opcode::RECV_RDMA_WITH_IMM {
+            // fi_writedata from the peer: the data is in place; report its CQ data.
+            self.rx_completion(Completion {
+                op_context: 0,
+                flags: FI_RMA | FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA,
+                len: 0,
+                buf: 0,
+                data: wc.imm_data().unwrap_or(0) as u64,
+                tag: 0,
+                src,
+            });
+        } else {
+            let n = (wc.byte_len() as usize).min(stride);
+            let bytes = buf.slice(idx as usize * stride, n);
+            match proto::decode(bytes) {
+                Err(e) => tracing::warn!("rdm: dropping a malformed message from {addr}: {e}"),
+                Ok(msg) => {
+                    let net = self.net.as_mut().expect("checked");
+                    if let Some(f) = net.peers.get_mut(&addr).and_then(|p| p.flow.as_mut()) {
+                        f.granted(msg.credits());
+                    }
+                    match msg {
+                        Message::Eager { .. } | Message::Rts { .. } => {
+                            let mut inc = Incoming::from_message(src, msg).expect("a data message");
+                            let payload = match &inc.body {
+                                Body::Eager(p) => Some(*p),
+                                Body::Rndv(_) => None,
+                            };
+                            if let Body::Rndv(r) = &mut inc.body {
+                                let lid = net.next_lid;
+                                net.next_lid += 1;
+                                net.rndv_in.insert(lid, (addr, r.msg_id));
+                                r.msg_id = lid;
+                            }
+                            let a = self.matcher.arrive(inc);
+                            self.execute(a, payload);
+                        }
+                        Message::Fin { msg_id, .. } => self.rndv_send_done(addr, msg_id, None),
+                        Message::Nack { msg_id, err, .. } => self.rndv_send_done(addr, msg_id, Some(err as i32)),
+                        Message::Credit { .. } => {}
+                    }
+                }
+            }
+        }
+        // The bytes are out of the buffer: repost it and owe the peer a credit.
+        let Some(net) = self.net.as_mut() else { return };
+        let Some(conn) = net.conns.get(&conn_id) else { return };
+        let Some(qp) = conn.id.qp() else { return };
+        if let Err(e) = qp.post_recv(wr_id(WrKind::Recv, conn_id, idx), &[buf.iov(idx as usize * stride, stride)]) {
+            tracing::warn!("rdm: reposting a receive buffer failed: {}", ioerr(e));
+            self.conn_failed(conn_id, FI_EIO);
+            return;
+        }
+        if let Some(f) = net.peers.get_mut(&addr).and_then(|p| p.flow.as_mut()) {
+            f.reposted(1);
+        }
+    }
+
+    /// Sends what flow control and the send queues allow, for every peer.
+    fn drain_all(&mut self) {
+        let Some(net) = &mut self.net else { return };
+        let mut failed = Vec::new();
+        let mut done_now: Vec<(TxDone, Option<i32>)> = Vec::new();
+        let Net { peers, conns, geo, .. } = net;
+        for peer in peers.values_mut().filter(|p| p.ready) {
+            if let Err((conn_id, e)) = Self::drain_peer(peer, conns, geo, &mut done_now) {
+                failed.push((conn_id, e));
+            }
+        }
+        for (d, e) in done_now {
+            self.tx_done(d, e);
+        }
+        for (c, e) in failed {
+            self.conn_failed(c, e);
+        }
+    }
+
+    /// Posts one peer's queued work. `Err((conn, err))`: the connection broke.
+    fn drain_peer(
+        peer: &mut Peer,
+        conns: &mut HashMap<u32, Conn>,
+        geo: &Geo,
+        done_now: &mut Vec<(TxDone, Option<i32>)>,
+    ) -> Result<(), (u32, i32)> {
+        let addr = peer.addr;
+        let Some(conn_id) = peer.send_conn else { return Ok(()) };
+        let Some(conn) = conns.get_mut(&conn_id) else { return Ok(()) };
+        let Some(qp) = conn.id.qp() else { return Ok(()) };
+        let Some(res) = conn.res.as_mut() else { return Ok(()) };
+        let stride = geo.stride;
+        let fail = |e: i32| {
+            tracing::warn!("rdm: posting to {addr} failed: {}", ioerr(e));
+            (conn_id, FI_EIO)
+        };
+        // RDMA READs of rendezvous receives, then RMA: send-queue slots only.
+        while !res.free_wrs.is_empty() && res.reads_out < geo.reads_out {
+            let Some(p) = peer.reads.pop_front() else { break };
+            let i = res.free_wrs.pop().expect("checked");
+            res.wr_ops.insert(i, WrOp::Read(p.read_id));
+            res.reads_out += 1;
+            qp.post_send(wr_id(WrKind::Op, conn_id, i), SendOp::Read { raddr: p.raddr, rkey: p.rkey }, &[p.local], send_flags::SIGNALED)
+                .map_err(fail)?;
+        }
+        while let Some(op) = peer.rma.pop_front() {
+            let wid;
+            let r = match op {
+                RmaOp::AtomicAdd { raddr, rkey, add, done } => {
+                    let Some(s) = res.free_slots.pop() else {
+                        peer.rma.push_front(RmaOp::AtomicAdd { raddr, rkey, add, done });
+                        break;
+                    };
+                    let off = s as usize * stride;
+                    res.slots[s as usize] = Some(Some(done));
+                    wid = wr_id(WrKind::Send, conn_id, s);
+                    qp.post_send(wid, SendOp::FetchAdd { raddr, rkey, add }, &[res.send.iov(off, 8)], send_flags::SIGNALED)
+                }
+                RmaOp::WriteInline { data, raddr, rkey, done } => {
+                    let Some(s) = res.free_slots.pop() else {
+                        peer.rma.push_front(RmaOp::WriteInline { data, raddr, rkey, done });
+                        break;
+                    };
+                    let off = s as usize * stride;
+                    res.send.write(off, &data);
+                    res.slots[s as usize] = Some(Some(done));
+                    let fl = send_flags::SIGNALED | if data.len() <= res.max_inline && !data.is_empty() { send_flags::INLINE } else { 0 };
+                    wid = wr_id(WrKind::Send, conn_id, s);
+                    qp.post_send(wid, SendOp::Write { raddr, rkey }, &[res.send.iov(off, data.len())], fl)
+                }
+                op => {
+                    let Some(i) = res.free_wrs.pop() else {
+                        peer.rma.push_front(op);
+                        break;
+                    };
+                    wid = wr_id(WrKind::Op, conn_id, i);
+                    res.wr_ops.insert(i, WrOp::Rma(op.done()));
+                    match op {
+                        RmaOp::Read { local, raddr, rkey, .. } => {
+                            qp.post_send(wid, SendOp::Read { raddr, rkey }, &local, send_flags::SIGNALED)
+                        }
+                        RmaOp::Write { local, raddr, rkey, .. } => {
+                            let len: usize = local.iter().map(|v| v.len() as usize).sum();
+                            let fl = send_flags::SIGNALED | if len <= res.max_inline && len > 0 { send_flags::INLINE } else { 0 };
+                            qp.post_send(wid, SendOp::Write { raddr, rkey }, &local, fl)
+                        }
+                        RmaOp::FetchAdd { local, raddr, rkey, add, .. } => {
+                            qp.post_send(wid, SendOp::FetchAdd { raddr, rkey, add }, &[local], send_flags::SIGNALED)
+                        }
+                        RmaOp::CompSwap { local, raddr, rkey, compare, swap, .. } => {
+                            qp.post_send(wid, SendOp::CompSwap { raddr, rkey, compare, swap }, &[local], send_flags::SIGNALED)
+                        }
+                        RmaOp::WriteInline { .. } | RmaOp::AtomicAdd { .. } => unreachable!("handled above"),
+                    }
+                }
+            };
+            r.map_err(fail)?;
+        }
+        // Messages: a send slot and flow-control credit each.
+        let Some(flow) = peer.flow.as_mut() else { return Ok(()) };
+        while let Some(&s) = res.free_slots.last() {
+            let Some(o) = flow.next_send() else { break };
+            res.free_slots.pop();
+            let off = s as usize * stride;
+            let (n, done, op) = match o {
+                Outgoing::Credit { grant } => {
+                    let n = Message::Credit { credits: grant }.encode_into(&res.send, off);
+                    (n, None, SendOp::Send)
+                }
+                Outgoing::Data { msg, grant } => match msg {
+                    Out::Eager { msg_id, env, payload, done } => {
+                        let len = payload.len();
+                        let hdr = match proto::eager_header(grant, msg_id, env, len) {
+                            Ok(h) => h,
+                            Err(e) => {
+                                tracing::warn!("rdm: cannot encode an eager message: {e}");
+                                res.free_slots.push(s);
+                                done_now.push((done, Some(e.fi_error().0)));
+                                continue;
+                            }
+                        };
+                        res.send.write(off, &hdr);
+                        match &payload {
+                            Payload::Owned(v) => res.send.write(off + proto::HEADER_LEN, v),
+                            Payload::User(iovs) => {
+                                res.send.fill_from_iovs(off + proto::HEADER_LEN, iovs, len);
+                            }
+                        }
+                        (proto::HEADER_LEN + len, Some(done), SendOp::Send)
+                    }
+                    Out::Rts { msg_id, env, len, segs } => {
+                        let m = Message::Rts { credits: grant, msg_id, env, len, segs };
+                        (m.encode_into(&res.send, off), None, SendOp::Send)
+                    }
+                    Out::Fin { msg_id, len } => (Message::Fin { credits: grant, msg_id, len }.encode_into(&res.send, off), None, SendOp::Send),
+                    Out::Nack { msg_id, err } => {
+                        (Message::Nack { credits: grant, msg_id, err: err.max(1) }.encode_into(&res.send, off), None, SendOp::Send)
+                    }
+                    Out::WriteData { payload, raddr, rkey, imm, done } => {
+                        // No header to carry the grant: owe it again.
+                        flow.reposted(grant as u32);
+                        let len = payload.len();
+                        let iovs: Vec<Iov> = match &payload {
+                            Payload::Owned(v) if len <= stride => {
+                                res.send.write(off, v);
+                                vec![res.send.iov(off, len)]
+                            }
+                            Payload::User(iovs) if len <= stride => {
+                                res.send.fill_from_iovs(off, iovs, len);
+                                vec![res.send.iov(off, len)]
+                            }
+                            Payload::User(iovs) => iovs.clone(),
+                            Payload::Owned(_) => {
+                                res.free_slots.push(s);
+                                done_now.push((done, Some(FI_EMSGSIZE)));
+                                continue;
+                            }
+                        };
+                        res.slots[s as usize] = Some(Some(done));
+                        let fl = send_flags::SIGNALED | if len <= res.max_inline && len > 0 { send_flags::INLINE } else { 0 };
+                        qp.post_send(wr_id(WrKind::Send, conn_id, s), SendOp::WriteImm { raddr, rkey, imm }, &iovs, fl)
+                            .map_err(fail)?;
+                        continue;
+                    }
+                },
+            };
+            res.slots[s as usize] = Some(done);
+            let fl = send_flags::SIGNALED | if n <= res.max_inline { send_flags::INLINE } else { 0 };
+            qp.post_send(wr_id(WrKind::Send, conn_id, s), op, &[res.send.iov(off, n)], fl).map_err(fail)?;
+        }
+        Ok(())
+    }
+
+    // ---- connection management ----
+
+    fn cm_events(&mut self, ctx: &Ctx) -> bool {
+        let mut any = false;
+        loop {
+            let Some(net) = &self.net else { return any };
+            let ev = match net.channel.get_event() {
+                Ok(Some(ev)) => ev,
+                Ok(None) => return any,
+                Err(e) => {
+                    tracing::warn!("rdm: rdma_get_cm_event failed: {}", ioerr(e));
+                    return any;
+                }
+            };
+            any = true;
+            self.cm_event(ctx, ev);
+        }
+    }
+
+    fn cm_event(&mut self, ctx: &Ctx, mut ev: CmEvent) {
+        if ev.token == LISTEN_TOKEN {
+            match ev.kind {
+                CmEventKind::ConnectRequest => self.on_connect_request(ctx, &mut ev),
+                k => tracing::debug!("rdm: listener event {k:?} ignored"),
+            }
+            return;
+        }
+        let conn_id = ev.token as u32;
+        let Some(net) = &mut self.net else { return };
+        let Some(conn) = net.conns.get_mut(&conn_id) else {
+            tracing::debug!("rdm: {:?} for a closed connection ignored", ev.kind);
+            return;
+        };
+        let addr = conn.peer;
+        match ev.kind {
+            CmEventKind::AddrResolved => {
+                if let Err(e) = conn.id.resolve_route(RESOLVE_MS) {
+                    tracing::warn!("rdm: cannot resolve a route to {addr}: {}", ioerr(e));
+                    self.conn_failed(conn_id, FI_EHOSTUNREACH);
+                }
+            }
+            CmEventKind::RouteResolved => {
+                let dev_ok = conn.id.device().is_some_and(|d| Arc::ptr_eq(&d, &net.pd.context().clone()));
+                if !dev_ok {
+                    tracing::warn!("rdm: the route to {addr} is not on the endpoint's device");
+                    self.conn_failed(conn_id, FI_EHOSTUNREACH);
+                    return;
+                }
+                if net.setup_qp(conn_id).is_err() {
+                    self.conn_failed(conn_id, FI_EIO);
+                    return;
+                }
+                let hello = net.hello();
+                let (init, resp) = ctx.max_rd_atom;
+                let p = ConnParam {
+                    private_data: &hello,
+                    responder_resources: resp.clamp(0, 255) as u8,
+                    initiator_depth: init.clamp(0, 255) as u8,
+                    retry_count: 7,
+                    rnr_retry_count: 7,
+                };
+                let conn = net.conns.get_mut(&conn_id).expect("present");
+                conn.stage = Stage::Connecting;
+                if let Err(e) = conn.id.connect(&p) {
+                    tracing::warn!("rdm: rdma_connect to {addr} failed: {}", ioerr(e));
+                    self.conn_failed(conn_id, FI_ECONNREFUSED);
+                }
+            }
+            CmEventKind::Established => {
+                conn.stage = Stage::Up;
+                let active = conn.active;
+                let Some(peer) = net.peers.get_mut(&addr) else { return };
+                if peer.send_conn != Some(conn_id) {
+                    // The receiving half of a connection to ourselves.
+                    return;
+                }
+                if active {
+                    match Hello::decode(&ev.private_data) {
+                        Ok(h) => peer.flow = Some(PeerFlow::new(ctx.cfg.credits, h.bufs_per_peer)),
+                        Err(e) => {
+                            tracing::warn!("rdm: {addr} accepted with a bad HELLO: {e}");
+                            self.conn_failed(conn_id, FI_ECONNREFUSED);
+                            return;
+                        }
+                    }
+                }
+                peer.ready = true;
+                peer.release_pre();
+                tracing::debug!("rdm: connected to {addr} (conn {conn_id})");
+            }
+            CmEventKind::Rejected => {
+                let reason = reject_reason(&ev.private_data);
+                if reason == Some(REJECT_TIE_BREAK) {
+                    // The peer connects to us instead; our queue waits for its request.
+                    tracing::debug!("rdm: {addr} keeps its own connection (tie-break)");
+                    net.drop_conn(conn_id);
+                } else {
+                    tracing::info!("rdm: {addr} refused the connection (status {}, reason {reason:?})", ev.status);
+                    self.conn_failed(conn_id, FI_ECONNREFUSED);
+                }
+            }
+            CmEventKind::Unreachable | CmEventKind::AddrError | CmEventKind::RouteError => {
+                tracing::info!("rdm: {addr} unreachable ({:?}, status {})", ev.kind, ev.status);
+                self.conn_failed(conn_id, FI_EHOSTUNREACH);
+            }
+            CmEventKind::ConnectError => {
+                tracing::info!("rdm: connection to {addr} failed (status {})", ev.status);
+                self.conn_failed(conn_id, FI_ECONNABORTED);
+            }
+            CmEventKind::Disconnected | CmEventKind::DeviceRemoval => {
+                // Take what already arrived before tearing the connection down.
+                self.poll_cq();
+                tracing::debug!("rdm: {addr} disconnected (conn {conn_id})");
+                self.conn_failed(conn_id, FI_ECONNABORTED);
+            }
+            k => tracing::debug!("rdm: connection event {k:?} ignored"),
+        }
+    }
+
+    fn on_connect_request(&mut self, ctx: &Ctx, ev: &mut CmEvent) {
+        let Some(id) = ev.new_id.take() else { return };
+        let Some(net) = &mut self.net else { return };
+        let hello = match Hello::decode(&ev.private_data) {
+            Ok(h) => h,
+            Err(e) => {
+                tracing::warn!("rdm: refusing a connection with a bad HELLO: {e}");
+                let _ = id.reject(&reject_data(REJECT_BAD_HELLO));
+                return;
+            }
+        };
+        let Some(peer_addr) = sys::sockaddr_parse(&hello.name) else {
+            tracing::warn!("rdm: refusing a connection whose HELLO names no address");
+            let _ = id.reject(&reject_data(REJECT_BAD_HELLO));
+            return;
+        };
+        if !id.device().is_some_and(|d| Arc::ptr_eq(&d, net.pd.context())) {
+            tracing::warn!("rdm: refusing a connection from {peer_addr} on another device");
+            let _ = id.reject(&reject_data(REJECT_BAD_HELLO));
+            return;
+        }
+        let own = match net.peers.get(&peer_addr).and_then(|p| p.send_conn).and_then(|c| net.conns.get(&c)) {
+            None => OwnConn::None,
+            Some(c) if c.active && c.stage == Stage::Up => OwnConn::ActiveUp,
+            Some(c) if c.active => OwnConn::ActivePending,
+            Some(_) => OwnConn::Passive,
+        };
+        let decision = decide_request(&net.local, &peer_addr, own);
+        tracing::debug!("rdm: connect request from {peer_addr}: {decision:?}");
+        match decision {
+            ReqDecision::RejectTieBreak => {
+                let _ = id.reject(&reject_data(REJECT_TIE_BREAK));
+                return;
+            }
+            ReqDecision::RejectDuplicate => {
+                let _ = id.reject(&reject_data(REJECT_DUPLICATE));
+                return;
+            }
+            ReqDecision::AcceptReplacing => {
+                if let Some(old) = net.peers.get(&peer_addr).and_then(|p| p.send_conn) {
+                    net.drop_conn(old);
+                }
+            }
+            ReqDecision::Accept | ReqDecision::AcceptSelf => {}
+        }
+        let conn_id = net.next_conn;
+        net.next_conn += 1;
+        id.set_token(conn_id as u64);
+        net.conns.insert(conn_id, Conn { id, peer: peer_addr, active: false, stage: Stage::Connecting, res: None });
+        if net.setup_qp(conn_id).is_err() {
+            net.conns.remove(&conn_id);
+            return;
+        }
+        let peer = net.peers.entry(peer_addr).or_insert_with(|| Peer::new(peer_addr));
+        peer.conns.push(conn_id);
+        if decision != ReqDecision::AcceptSelf {
+            peer.send_conn = Some(conn_id);
+            peer.ready = false;
+            peer.flow = Some(PeerFlow::new(ctx.cfg.credits, hello.bufs_per_peer));
+        }
+        let (init, resp) = ctx.max_rd_atom;
+        let accept_hello = Hello { bufs_per_peer: net.geo.bufs as u16, name: Vec::new() }.encode().unwrap_or_default();
+        let p = ConnParam {
+            private_data: &accept_hello,
+            responder_resources: (ev.initiator_depth as i32).min(resp).clamp(0, 255) as u8,
+            initiator_depth: (ev.responder_resources as i32).min(init).clamp(0, 255) as u8,
+            retry_count: 7,
+            rnr_retry_count: 7,
+        };
+        let conn = net.conns.get(&conn_id).expect("inserted");
+        if let Err(e) = conn.id.accept(&p) {
+            tracing::warn!("rdm: rdma_accept for {peer_addr} failed: {}", ioerr(e));
+            self.conn_failed(conn_id, FI_ECONNABORTED);
+        }
+    }
+
+    /// A connection broke (or could not be made): its peer's outstanding and
+    /// queued operations complete with `err`, and the peer is forgotten (the
+    /// next operation to it connects again).
+    fn conn_failed(&mut self, conn_id: u32, err: i32) {
+        let Some(net) = &mut self.net else { return };
+        let Some(conn) = net.conns.get(&conn_id) else { return };
+        let addr = conn.peer;
+        let is_peer_conn = net.peers.get(&addr).is_some_and(|p| p.conns.contains(&conn_id));
+        let mut done: Vec<(TxDone, Option<i32>)> = Vec::new();
+        let mut reads: Vec<u64> = Vec::new();
+        let conn_ids: Vec<u32> = if is_peer_conn { net.peers[&addr].conns.clone() } else { vec![conn_id] };
+        for c in &conn_ids {
+            if let Some(mut conn) = net.conns.remove(c) {
+                if conn.stage == Stage::Up {
+                    let _ = conn.id.disconnect();
+                }
+                if let Some(res) = conn.res.take() {
+                    for d in res.slots.into_iter().flatten().flatten() {
+                        done.push((d, Some(err)));
+                    }
+                    for (_, op) in res.wr_ops {
+                        match op {
+                            WrOp::Read(r) => reads.push(r),
+                            WrOp::Rma(d) => done.push((d, Some(err))),
+                        }
+                    }
+                    net.cq_need = net.cq_need.saturating_sub(net.geo.cqes());
+                }
+            }
+        }
+        if is_peer_conn {
+            if let Some(mut peer) = net.peers.remove(&addr) {
+                tracing::info!("rdm: lost the connection to {addr}; failing its operations ({err})");
+                let mut outs: Vec<Out> = peer.pre.drain(..).collect();
+                if let Some(f) = peer.flow.as_mut() {
+                    outs.extend(f.take_queue());
+                }
+                for o in outs {
+                    match o {
+                        Out::Eager { done: d, .. } | Out::WriteData { done: d, .. } => done.push((d, Some(err))),
+                        Out::Rts { .. } | Out::Fin { .. } | Out::Nack { .. } => {}
+                    }
+                }
+                for op in peer.rma.drain(..) {
+                    done.push((op.done(), Some(err)));
+                }
+                for p in peer.reads.drain(..) {
+                    reads.push(p.read_id);
+                }
+                let keys: Vec<(SocketAddr, u64)> = net.rndv_sends.keys().filter(|(a, _)| *a == addr).copied().collect();
+                for k in keys {
+                    if let Some(s) = net.rndv_sends.remove(&k) {
+                        done.push((s.done, Some(err)));
+                    }
+                }
+            }
+        }
+        for (d, e) in done {
+            self.tx_done(d, e);
+        }
+        for r in reads {
+            self.read_piece_done(r, Some(FI_EIO));
+        }
+    }
+}
+
+impl Net {
+    /// Forgets a connection without failing anything (tie-break loser).
+    fn drop_conn(&mut self, conn_id: u32) {
+        if let Some(mut conn) = self.conns.remove(&conn_id) {
+            if conn.res.take().is_some() {
+                self.cq_need = self.cq_need.saturating_sub(self.geo.cqes());
+            }
+            if let Some(p) = self.peers.get_mut(&conn.peer) {
+                p.conns.retain(|c| *c != conn_id);
+                if p.send_conn == Some(conn_id) {
+                    p.send_conn = None;
+                    p.ready = false;
+                }
+            }
+        }
+    }
+}
+
+/// Encoding a protocol message straight into a send slot.
+trait EncodeInto {
+    fn encode_into(&self, buf: &RegBuf, off: usize) -> usize;
+}
+
+impl EncodeInto for Message<'_> {
+    fn encode_into(&self, buf: &RegBuf, off: usize) -> usize {
+        match self.to_vec() {
+            Ok(v) => {
+                buf.write(off, &v);
+                v.len()
+            }
+            Err(e) => {
+                // Only messages we built ourselves get here; they always encode.
+                tracing::error!("rdm: cannot encode {:?}: {e}", self.op());
+                0
+            }
+        }
+    }
+}

@@ -1,0 +1,369 @@
+//! Per-peer state of an RDM endpoint: the RC connections (one per peer, plus
+//! a receive-only one when an endpoint talks to itself), the queues of what
+//! waits for the connection or for flow-control credits, and the pure rules
+//! the endpoint applies (work-request ids, the simultaneous-connect
+//! tie-break, bounce-buffer geometry).
+
+use std::collections::{HashMap, VecDeque};
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use super::credits::PeerFlow;
+use super::proto::{Envelope, Segment};
+use crate::capi::rdm_mem::RegBuf;
+use crate::verbs::cm::CmId;
+use crate::verbs::{Iov, Mr};
+
+/// A transmit completion owed to the application when an operation finishes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TxDone {
+    pub context: u64,
+    /// Completion flags (FI_SEND|FI_MSG, FI_SEND|FI_TAGGED, FI_RMA|FI_WRITE, ...).
+    pub flags: u64,
+    /// Success is not reported (inject, selective completion); errors are.
+    pub silent: bool,
+}
+
+/// Where an outgoing payload comes from.
+pub enum Payload {
+    /// Copied at call time (inject, or a message that had to wait).
+    Owned(Vec<u8>),
+    /// The application's buffers, valid until the operation completes; copied
+    /// into the send slot when the message leaves.
+    User(Vec<Iov>),
+}
+
+impl Payload {
+    pub fn len(&self) -> usize {
+        match self {
+            Payload::Owned(v) => v.len(),
+            Payload::User(iovs) => iovs.iter().map(|v| v.len() as usize).sum(),
+        }
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// A message waiting for its peer's connection or for a credit (the `M` of
+/// `PeerFlow<M>`). Every one consumes a credit and a send slot.
+pub enum Out {
+    Eager { msg_id: u64, env: Envelope, payload: Payload, done: TxDone },
+    Rts { msg_id: u64, env: Envelope, len: u64, segs: Vec<Segment> },
+    Fin { msg_id: u64, len: u64 },
+    Nack { msg_id: u64, err: u16 },
+    /// `fi_writedata`: an RDMA WRITE with immediate data, which consumes one
+    /// of the peer's receive buffers (so it is flow controlled like a message).
+    WriteData { payload: Payload, raddr: u64, rkey: u32, imm: u32, done: TxDone },
+}
+
+/// One RDMA READ of a rendezvous receive (or part of one).
+#[derive(Clone, Copy)]
+pub struct ReadPiece {
+    pub read_id: u64,
+    pub local: Iov,
+    pub raddr: u64,
+    pub rkey: u32,
+}
+
+/// An RMA operation by fi_addr that needs only a send-queue slot.
+pub enum RmaOp {
+    Read { local: Vec<Iov>, raddr: u64, rkey: u32, done: TxDone },
+    Write { local: Vec<Iov>, raddr: u64, rkey: u32, done: TxDone },
+    /// Inject: the bytes are copied into a send slot when it leaves.
+    WriteInline { data: Vec<u8>, raddr: u64, rkey: u32, done: TxDone },
+    FetchAdd { local: Iov, raddr: u64, rkey: u32, add: u64, done: TxDone },
+    CompSwap { local: Iov, raddr: u64, rkey: u32, compare: u64, swap: u64, done: TxDone },
+    /// A non-fetching atomic add: a fetch-add whose old value lands in a send slot.
+    AtomicAdd { raddr: u64, rkey: u32, add: u64, done: TxDone },
+}
+
+impl RmaOp {
+    pub fn done(&self) -> TxDone {
+        match self {
+            RmaOp::Read { done, .. }
+            | RmaOp::Write { done, .. }
+            | RmaOp::WriteInline { done, .. }
+            | RmaOp::FetchAdd { done, .. }
+            | RmaOp::CompSwap { done, .. }
+            | RmaOp::AtomicAdd { done, .. } => *done,
+        }
+    }
+}
+
+/// What a posted work request on the send queue stands for (besides send slots).
+#[derive(Debug)]
+pub enum WrOp {
+    Read(u64),
+    Rma(TxDone),
+}
+
+/// Connection stages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stage {
+    /// Active: address and route resolution (rdma-cm events pending).
+    Resolving,
+    /// Active: connect request sent; passive: accepted, waiting for ESTABLISHED.
+    Connecting,
+    Up,
+}
+
+/// The queue pair's buffers and send-queue bookkeeping.
+pub struct QpRes {
+    pub recv: Arc<RegBuf>,
+    pub send: Arc<RegBuf>,
+    /// Send slots: the completion owed when the work request using the slot completes.
+    pub slots: Vec<Option<Option<TxDone>>>,
+    pub free_slots: Vec<u32>,
+    /// Other send-queue work requests (RDMA READ/WRITE, atomics) by index.
+    pub wr_ops: HashMap<u32, WrOp>,
+    pub free_wrs: Vec<u32>,
+    /// RDMA READs of rendezvous receives in flight.
+    pub reads_out: usize,
+    pub max_inline: usize,
+    pub qp_num: u32,
+}
+
+/// One RC connection to a peer.
+pub struct Conn {
+    pub id: CmId,
+    pub peer: SocketAddr,
+    /// We sent the connect request.
+    pub active: bool,
+    pub stage: Stage,
+    pub res: Option<QpRes>,
+}
+
+/// One peer endpoint (by its listening address).
+pub struct Peer {
+    pub addr: SocketAddr,
+    /// The connection messages to the peer leave on (None: waiting for the
+    /// peer's own connect request after losing the tie-break).
+    pub send_conn: Option<u32>,
+    /// Every connection of this peer (the send one, and for ourselves the receive-only one).
+    pub conns: Vec<u32>,
+    /// The send connection is established.
+    pub ready: bool,
+    /// Flow control, once the peer's HELLO is known.
+    pub flow: Option<PeerFlow<Out>>,
+    /// Messages waiting for the connection (moved into `flow` when it is up).
+    pub pre: VecDeque<Out>,
+    pub reads: VecDeque<ReadPiece>,
+    pub rma: VecDeque<RmaOp>,
+    pub next_msg_id: u64,
+}
+
+impl Peer {
+    pub fn new(addr: SocketAddr) -> Peer {
+        Peer {
+            addr,
+            send_conn: None,
+            conns: Vec::new(),
+            ready: false,
+            flow: None,
+            pre: VecDeque::new(),
+            reads: VecDeque::new(),
+            rma: VecDeque::new(),
+            next_msg_id: 1,
+        }
+    }
+
+    pub fn msg_id(&mut self) -> u64 {
+        let i = self.next_msg_id;
+        self.next_msg_id += 1;
+        i
+    }
+
+    /// Queues a message: in flow control once the connection is up, else until it is.
+    pub fn push(&mut self, m: Out) {
+        match (&mut self.flow, self.ready) {
+            (Some(f), true) => f.push(m),
+            _ => self.pre.push_back(m),
+        }
+    }
+
+    /// The connection is up: messages that waited for it enter flow control, in order.
+    pub fn release_pre(&mut self) {
+        if let Some(f) = &mut self.flow {
+            for m in self.pre.drain(..) {
+                f.push(m);
+            }
+        }
+    }
+}
+
+/// A rendezvous send waiting for the receiver's FIN (or NACK).
+pub struct RndvSend {
+    pub done: TxDone,
+    /// Registrations made for this send (buffers the application had not
+    /// registered for remote read); released when it completes.
+    pub tmp: Vec<Mr>,
+}
+
+/// A rendezvous receive whose RDMA READs are running.
+pub struct ReadOp {
+    pub d: super::matching::Delivery,
+    pub peer: SocketAddr,
+    /// The RTS's msg_id (the peer's), for FIN/NACK.
+    pub msg_id: u64,
+    pub left: usize,
+    pub err: Option<i32>,
+}
+
+// ---- work-request ids of the endpoint's internal CQ ----
+
+/// Kinds of work request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WrKind {
+    /// A bounce receive buffer (index = slot).
+    Recv = 1,
+    /// A send slot (index = slot).
+    Send = 2,
+    /// Another send-queue request (index = `QpRes::wr_ops` key).
+    Op = 3,
+}
+
+/// `kind << 56 | conn << 24 | index`: connection ids are never reused, so a
+/// completion of a connection torn down meanwhile is recognised and dropped.
+pub fn wr_id(kind: WrKind, conn: u32, index: u32) -> u64 {
+    debug_assert!(index < 1 << 24);
+    ((kind as u64) << 56) | ((conn as u64) << 24) | (index as u64 & 0xff_ffff)
+}
+
+pub fn wr_decode(v: u64) -> Option<(WrKind, u32, u32)> {
+    let kind = match v >> 56 {
+        1 => WrKind::Recv,
+        2 => WrKind::Send,
+        3 => WrKind::Op,
+        _ => return None,
+    };
+    Some((kind, ((v >> 24) & 0xffff_ffff) as u32, (v & 0xff_ffff) as u32))
+}
+
+/// The order of listening addresses used to settle simultaneous connects:
+/// IPv4 before IPv6, then the IP address bytes (network order), then the port.
+pub fn addr_order(a: &SocketAddr) -> (u8, [u8; 16], u16) {
+    let (fam, ip) = match a {
+        SocketAddr::V4(v) => (0, v.ip().to_ipv6_mapped().octets()),
+        SocketAddr::V6(v) => (1, v.ip().octets()),
+    };
+    (fam, ip, a.port())
+}
+
+/// What the passive side does with a connect request from `peer` (whose
+/// listening address the HELLO carries) given its own state for that peer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReqDecision {
+    /// Accept it: the connection to use from now on.
+    Accept,
+    /// Accept it and abandon our own pending connect (the peer's wins the tie-break).
+    AcceptReplacing,
+    /// Accept it as the receiving half of a connection to ourselves.
+    AcceptSelf,
+    /// Refuse it: our own connect wins the tie-break (the peer will accept ours).
+    RejectTieBreak,
+    /// Refuse it: we already have a connection from that peer.
+    RejectDuplicate,
+}
+
+/// Our state for a peer when its connect request arrives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OwnConn {
+    None,
+    /// Our connect request, not yet established.
+    ActivePending,
+    ActiveUp,
+    /// A connection the peer made earlier.
+    Passive,
+}
+
+/// The tie-break rule (docs/rdm-protocol.md, "Connection handshake"): between
+/// two endpoints, the connection initiated by the one with the smaller
+/// listening address (`addr_order`) is kept.
+pub fn decide_request(local: &SocketAddr, peer: &SocketAddr, own: OwnConn) -> ReqDecision {
+    if local == peer {
+        return ReqDecision::AcceptSelf;
+    }
+    match own {
+        OwnConn::None => ReqDecision::Accept,
+        OwnConn::ActivePending if addr_order(peer) < addr_order(local) => ReqDecision::AcceptReplacing,
+        OwnConn::ActivePending | OwnConn::ActiveUp => ReqDecision::RejectTieBreak,
+        OwnConn::Passive => ReqDecision::RejectDuplicate,
+    }
+}
+
+/// Reject private data: `[protocol version, reason]`.
+pub const REJECT_TIE_BREAK: u8 = 1;
+pub const REJECT_DUPLICATE: u8 = 2;
+pub const REJECT_BAD_HELLO: u8 = 3;
+
+pub fn reject_data(reason: u8) -> [u8; 2] {
+    [super::proto::VERSION, reason]
+}
+
+/// The reason in reject private data, if it is ours.
+pub fn reject_reason(data: &[u8]) -> Option<u8> {
+    match data {
+        [v, r, rest @ ..] if *v == super::proto::VERSION && rest.iter().all(|&b| b == 0) => Some(*r),
+        _ => None,
+    }
+}
+
+/// Bytes between bounce slots: the bounce size rounded up to a cache line.
+pub fn slot_stride(bounce_size: usize) -> usize {
+    bounce_size.next_multiple_of(64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn a(s: &str) -> SocketAddr {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn wr_ids_roundtrip() {
+        for kind in [WrKind::Recv, WrKind::Send, WrKind::Op] {
+            for conn in [0u32, 1, 0xdead_beef, u32::MAX] {
+                for idx in [0u32, 5, 0xff_ffff] {
+                    assert_eq!(wr_decode(wr_id(kind, conn, idx)), Some((kind, conn, idx)));
+                }
+            }
+        }
+        assert_eq!(wr_decode(0), None);
+        assert_eq!(wr_decode(9 << 56), None);
+    }
+
+    #[test]
+    fn tie_break_is_symmetric_and_keeps_one_connection() {
+        let lo = a("10.0.0.1:5000");
+        let hi = a("10.0.0.1:6000");
+        // Both connect at once: each sees the other's request while its own is pending.
+        assert_eq!(decide_request(&lo, &hi, OwnConn::ActivePending), ReqDecision::RejectTieBreak, "lo keeps its own");
+        assert_eq!(decide_request(&hi, &lo, OwnConn::ActivePending), ReqDecision::AcceptReplacing, "hi takes lo's");
+        // The order: family, then IP, then port.
+        assert!(addr_order(&a("10.0.0.2:1")) > addr_order(&a("10.0.0.1:9")));
+        assert!(addr_order(&a("[::1]:1")) > addr_order(&a("255.255.255.255:9")));
+        assert_eq!(decide_request(&lo, &hi, OwnConn::None), ReqDecision::Accept);
+        assert_eq!(decide_request(&lo, &hi, OwnConn::Passive), ReqDecision::RejectDuplicate);
+        assert_eq!(decide_request(&hi, &lo, OwnConn::ActiveUp), ReqDecision::RejectTieBreak);
+        assert_eq!(decide_request(&lo, &lo, OwnConn::ActivePending), ReqDecision::AcceptSelf);
+    }
+
+    #[test]
+    fn reject_reasons() {
+        assert_eq!(reject_reason(&reject_data(REJECT_TIE_BREAK)), Some(REJECT_TIE_BREAK));
+        let mut padded = reject_data(REJECT_DUPLICATE).to_vec();
+        padded.resize(148, 0);
+        assert_eq!(reject_reason(&padded), Some(REJECT_DUPLICATE));
+        assert_eq!(reject_reason(&[]), None);
+        assert_eq!(reject_reason(&[9, 1]), None);
+    }
+
+    #[test]
+    fn stride() {
+        assert_eq!(slot_stride(40 + 16384), 16448);
+        assert_eq!(slot_stride(64), 64);
+    }
+}
