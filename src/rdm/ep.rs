@@ -1215,8 +1215,8 @@ impl Inner {
     /// every call.
     fn progress_with(&mut self, ctx: &Ctx, force_cm: bool) -> bool {
         let Some(net) = &mut self.net else { return false };
-        // Reading the clock may itself be a system call (e.g. an HPET
-        // clocksource): look at it only every CM_CLOCK_EVERY calls.
+        // The coarse clock: never a system call, unlike Instant::now() on
+        // machines whose clocksource the vDSO cannot read (an emulated HPET).
         let now = crate::capi::rdm_mem::coarse_ms();
         let settling = net.conns.values().any(|c| c.stage != Stage::Up);
         let cm_due = force_cm || settling || now != net.cm_checked;

@@ -115,17 +115,19 @@ static void server(void)
 	logmsg("phase 1 (sizes, send/sendv/sendmsg) ok");
 
 	/* 2. senddata, inject, injectdata */
-	post_recv(0, (void *)0x2000, MAXSZ);
-	post_recv(0, (void *)0x2001, MAXSZ);
-	post_recv(0, (void *)0x2002, MAXSZ);
+	/* three receives into separate buffers: all three may land before the first is read */
+	for (int i = 0; i < 3; i++)
+		RETRY(&r, fi_recv(r.ep, buf + (size_t)i * 65536, 65536, desc, FI_ADDR_UNSPEC, (void *)(0x2000L + i)));
 	oob_signal(2);
 	rdm_expect(r.rxcq, (void *)0x2000, FI_RECV | FI_MSG | FI_REMOTE_CQ_DATA, &e, "senddata");
 	EXPECT(e.data == 0xabcd1234 && e.len == 3000, "senddata: data %#llx len %zu", (unsigned long long)e.data, e.len);
+	expect_pattern(buf, 3000, 9, "senddata data");
 	rdm_expect(r.rxcq, (void *)0x2001, FI_RECV | FI_MSG, &e, "inject");
 	EXPECT(e.len == 100, "inject: len %zu", e.len);
-	expect_pattern(buf, 100, 77, "inject data");
+	expect_pattern(buf + 65536, 100, 77, "inject data");
 	rdm_expect(r.rxcq, (void *)0x2002, FI_RECV | FI_MSG | FI_REMOTE_CQ_DATA, &e, "injectdata");
 	EXPECT(e.data == 0x5eed && e.len == 8, "injectdata: data %#llx len %zu", (unsigned long long)e.data, e.len);
+	EXPECT(*(uint64_t *)(buf + 131072) == 42, "injectdata payload %llu", (unsigned long long)*(uint64_t *)(buf + 131072));
 	logmsg("phase 2 (senddata/inject/injectdata) ok");
 
 	/* 3. 32 in flight into separate buffers, matched in order */
@@ -155,8 +157,8 @@ static void server(void)
 	logmsg("phase 4 (unexpected eager + rendezvous) ok");
 
 	/* 5. truncation */
-	post_recv(0, (void *)0x5000, 100);
-	post_recv(0, (void *)0x5001, 20000);
+	RETRY(&r, fi_recv(r.ep, buf, 100, desc, FI_ADDR_UNSPEC, (void *)0x5000));
+	RETRY(&r, fi_recv(r.ep, buf + 65536, 20000, desc, FI_ADDR_UNSPEC, (void *)0x5001));
 	oob_signal(6);
 	struct fi_cq_err_entry err = rdm_expect_err(r.rxcq, FI_ETRUNC, "truncated eager");
 	EXPECT(err.op_context == (void *)0x5000 && err.len == 100 && err.olen == 900,
@@ -165,7 +167,7 @@ static void server(void)
 	err = rdm_expect_err(r.rxcq, FI_ETRUNC, "truncated rendezvous");
 	EXPECT(err.op_context == (void *)0x5001 && err.len == 20000 && err.olen == 80000,
 	       "truncated rendezvous: ctx %p len %zu olen %zu", err.op_context, err.len, err.olen);
-	expect_pattern(buf, 20000, 52, "truncated rendezvous data");
+	expect_pattern(buf + 65536, 20000, 52, "truncated rendezvous data");
 	logmsg("phase 5 (truncation) ok");
 
 	/* 6. cancel */
