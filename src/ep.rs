@@ -344,7 +344,7 @@ impl MsgEp {
         if let Some(h) = &hidden {
             keep.push(h.clone());
         }
-        let qp = match self.id.create_qp(&d.pd, scq, rcq, caps, keep) {
+        let qp = match self.id.create_qp(&d.pd, scq, rcq, None, caps, keep) {
             Ok(q) => q,
             Err(e) => {
                 uncommit();

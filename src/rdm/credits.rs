@@ -1,53 +1,62 @@
-//! Per-peer credit flow control: a sender never sends a message (EAGER, RTS,
-//! FIN, NACK or CREDIT) unless the receiver has a receive buffer posted for it,
-//! so receiver-not-ready never happens.
-//!
-//! Allocation policy: every endpoint dedicates `bufs_per_peer` receive buffers
-//! to each peer (the receive queue of that peer's RC QP; with a shared receive
-//! queue, reserve `peers × bufs_per_peer` buffers — a static share per peer,
-//! since a credit is a promise). The peer learns this number when the
-//! connection is set up, and starts with that many credits.
+//! Per-peer credit flow control, send side: a sender never sends a message
+//! (EAGER, RTS, FIN, NACK or CREDIT) unless the receiver has a receive buffer
+//! posted for it, so receiver-not-ready never happens. The receive side (who
+//! gets which buffers of the receive pool) is the credit bank in `srq.rs`;
+//! its per-peer part, [`Share`], is what `next_send` takes grants from.
 //!
 //! Accounting, for one direction (we send to the peer):
-//! * `credits`: buffers the peer has posted for us that we have not yet used.
-//!   Each message we send consumes one.
-//! * The peer reposts a buffer once it has taken the message out of it, and
-//!   counts it as *owed* to us; it returns owed credits in the `credits` field
-//!   of every header it sends us (piggybacking), or in a standalone CREDIT
-//!   message when `owed >= return_threshold`.
+//! * `credits`: buffers the peer has promised us that we have not used yet.
+//!   Each message we send consumes one. We start with the grant of the peer's
+//!   HELLO (possibly 0) and never hold more than its `max_credits`.
+//! * The peer's bank gives us more as it reposts buffers (our own messages'
+//!   or others'), and returns them in the `credits` field of every header it
+//!   sends us (piggybacking), or in a standalone CREDIT message when enough
+//!   are owed (the threshold of our share) or it has a recall for us.
+//! * A recall (`F_RECALL`, target t): we keep at most t credits and hand the
+//!   rest back in a CREDIT's release count (`aux`), at once.
 //!
-//! So, per direction, `credits + in flight + not yet reposted + owed + granted
-//! but not yet received == bufs_per_peer` at all times.
+//! So, per direction, `credits + in flight + owed + granted but not yet
+//! received` is our share's `out + owed` at the peer, and the peer's bank
+//! never promises more buffers than it has posted.
 //!
-//! Deadlock freedom rests on two rules:
+//! Deadlock freedom rests on three rules:
 //! * The last credit is reserved for CREDIT messages: data messages (EAGER,
 //!   RTS, FIN, NACK) need two credits, CREDIT needs one. So an endpoint can
-//!   always return what it owes, even when its own sends are stalled.
-//! * `2 <= return_threshold <= bufs_per_peer - 1`. When a sender is stuck (at
-//!   most its reserve credit left, nothing in flight, everything reposted) the
-//!   peer owes it at least `bufs_per_peer - 1 >= threshold`, so the peer sends
-//!   a CREDIT. And a CREDIT carries at least `threshold >= 2` credits while it
-//!   costs the receiver of it only one owed buffer to answer, so standalone
-//!   CREDITs cannot bounce back and forth forever: with no traffic they die out.
+//!   always return what it owes (or answer/send a recall), even when its own
+//!   sends are stalled.
+//! * Every peer's quota is at least `MIN_CREDITS` (3) and the threshold
+//!   `2 <= threshold <= quota - 1`. When a sender is stuck (at most its
+//!   reserve credit left, nothing in flight, everything reposted) the bank
+//!   gives it back up to its quota, so it is owed at least `quota - 1 >=
+//!   threshold` and gets a CREDIT. A CREDIT carries at least 2 credits (or a
+//!   recall) while it costs its receiver one buffer, so standalone CREDITs die
+//!   out when there is no traffic (no ping-pong).
+//! * The connecting side of a connection gives the peer at least
+//!   `MIN_CREDITS` in its HELLO (it waits for free buffers if it must), so the
+//!   accepting side can always send it credits, even if the accepting side's
+//!   own pool had nothing free for the newcomer (grant 0 in the accept).
 //!
 //! Messages leave in the order they were queued (one FIFO per peer); together
 //! with RC's in-order delivery this keeps per-peer message order.
 
 use std::collections::VecDeque;
 
+use super::srq::Share;
 use crate::error::{FiError, FiResult};
 
 /// Smallest `bufs_per_peer` the rules above allow (threshold 2 <= bufs - 1).
 pub const MIN_CREDITS: u16 = 3;
-/// Default receive buffers per peer (`FI_RSVERBS_PEER_CREDITS`).
+/// Default most credits one peer may hold (`FI_RSVERBS_PEER_CREDITS`).
 pub const DEFAULT_CREDITS: u16 = 32;
 
 /// One endpoint's credit settings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CreditConfig {
-    /// Receive buffers this endpoint posts for each peer (= the peer's initial credits).
+    /// The most credits this endpoint lets one peer hold (its quota's
+    /// ceiling; without an SRQ, the receive buffers of each connection).
     pub bufs_per_peer: u16,
-    /// Owed credits that trigger a standalone CREDIT message.
+    /// Owed credits that trigger a standalone CREDIT message at a full quota
+    /// (the bank recomputes it for smaller quotas).
     pub return_threshold: u16,
 }
 
@@ -83,28 +92,29 @@ impl Default for CreditConfig {
 pub enum Outgoing<M> {
     /// Send `msg` with `grant` in its header's credit field.
     Data { msg: M, grant: u16 },
-    /// Send a standalone CREDIT message granting `grant`.
-    Credit { grant: u16 },
+    /// Send a standalone CREDIT message granting `grant`, releasing `release`
+    /// of the peer's credits (a recall's answer) and, if `recall`, asking the
+    /// peer to keep at most that many of ours.
+    Credit { grant: u16, release: u16, recall: Option<u16> },
 }
 
-/// Flow-control state for one peer, both directions: our sends to it (credits
-/// and the queue of messages waiting for one) and our receive buffers for it
-/// (what we owe it). `M` is the caller's description of a queued message.
+/// Send-side flow-control state for one peer: our credits for its buffers and
+/// the queue of messages waiting for one. `M` is the caller's description of
+/// a queued message.
 #[derive(Debug)]
 pub struct PeerFlow<M> {
-    local: CreditConfig,
-    /// The peer's buffers for us (our maximum credits).
-    peer_bufs: u16,
+    /// The most credits the peer lets us hold (its HELLO's max_credits).
+    peer_max: u16,
     credits: u32,
-    owed: u32,
+    /// The peer recalled its credits down to this many.
+    recall: Option<u32>,
     queue: VecDeque<M>,
 }
 
 impl<M> PeerFlow<M> {
-    /// `local`: our settings; `peer_bufs`: the receive buffers the peer
-    /// dedicates to us (its `bufs_per_peer`, learned at connection setup).
-    pub fn new(local: CreditConfig, peer_bufs: u16) -> PeerFlow<M> {
-        PeerFlow { local, peer_bufs, credits: peer_bufs as u32, owed: 0, queue: VecDeque::new() }
+    /// `grant`: the peer's initial grant; `peer_max`: the most it lets us hold.
+    pub fn new(grant: u16, peer_max: u16) -> PeerFlow<M> {
+        PeerFlow { peer_max, credits: grant.min(peer_max) as u32, recall: None, queue: VecDeque::new() }
     }
 
     /// Queues a message for the peer. It leaves, in order, through `next_send`.
@@ -112,27 +122,33 @@ impl<M> PeerFlow<M> {
         self.queue.push_back(msg);
     }
 
-    /// The next thing to transmit, if flow control allows one now. Call it
-    /// until None after `push`, `granted` and `reposted` (and only when the
-    /// send queue has a free slot: what it returns is committed).
-    pub fn next_send(&mut self) -> Option<Outgoing<M>> {
+    /// The next thing to transmit, if flow control allows one now; `rx` is our
+    /// receive-side share for this peer (the grants and recalls we owe it).
+    /// Call it until None after `push`, `granted`, `recalled` and whenever the
+    /// bank gave the share something (and only when the send queue has a
+    /// free slot: what it returns is committed).
+    pub fn next_send(&mut self, rx: &mut Share) -> Option<Outgoing<M>> {
+        // A recall is answered first: the peer needs the buffers for others.
+        if let Some(t) = self.recall {
+            if self.credits > t {
+                let release = (self.credits - 1 - t).min(u16::MAX as u32) as u16;
+                self.credits = t;
+                self.recall = None;
+                return Some(Outgoing::Credit { grant: rx.take_grant(), release, recall: rx.take_recall() });
+            }
+            self.recall = None;
+        }
         if self.credits >= 2 {
             if let Some(msg) = self.queue.pop_front() {
                 self.credits -= 1;
-                return Some(Outgoing::Data { msg, grant: self.take_grant() });
+                return Some(Outgoing::Data { msg, grant: rx.take_grant() });
             }
         }
-        if self.owed >= self.local.return_threshold as u32 && self.credits >= 1 {
+        if rx.credit_due() && self.credits >= 1 {
             self.credits -= 1;
-            return Some(Outgoing::Credit { grant: self.take_grant() });
+            return Some(Outgoing::Credit { grant: rx.take_grant(), release: 0, recall: rx.take_recall() });
         }
         None
-    }
-
-    fn take_grant(&mut self) -> u16 {
-        let g = self.owed.min(u16::MAX as u32);
-        self.owed -= g;
-        g as u16
     }
 
     /// The peer granted `n` credits (the credit field of a header it sent,
@@ -140,30 +156,22 @@ impl<M> PeerFlow<M> {
     /// failed to decode).
     pub fn granted(&mut self, n: u16) {
         let c = self.credits + n as u32;
-        if c > self.peer_bufs as u32 {
-            // A peer granting more than it has posted is broken; never trust it past its buffers.
-            tracing::warn!("rdm: peer granted {n} credits, more than its {} buffers allow; capped", self.peer_bufs);
+        if c > self.peer_max as u32 {
+            // A peer granting more than it said it would is broken; never trust it past that.
+            tracing::warn!("rdm: peer granted {n} credits, more than its maximum of {} allows; capped", self.peer_max);
         }
-        self.credits = c.min(self.peer_bufs as u32);
+        self.credits = c.min(self.peer_max as u32);
     }
 
-    /// We reposted `n` receive buffers the peer's messages had used.
-    pub fn reposted(&mut self, n: u32) {
-        let o = self.owed + n;
-        if o > self.local.bufs_per_peer as u32 {
-            tracing::warn!("rdm: {o} credits owed to a peer with {} buffers: accounting error; capped", self.local.bufs_per_peer);
-        }
-        self.owed = o.min(self.local.bufs_per_peer as u32);
+    /// The peer asks us to keep at most `target` credits (at least
+    /// `MIN_CREDITS`: we never give up our reserve).
+    pub fn recalled(&mut self, target: u16) {
+        self.recall = Some(target.max(MIN_CREDITS) as u32);
     }
 
     /// Credits available for sending to the peer.
     pub fn credits(&self) -> u32 {
         self.credits
-    }
-
-    /// Credits owed to the peer, not yet returned.
-    pub fn owed(&self) -> u32 {
-        self.owed
     }
 
     /// Messages waiting for a credit.
@@ -180,11 +188,8 @@ impl<M> PeerFlow<M> {
 #[cfg(test)]
 mod tests {
     use super::super::proto::tests::Rng;
+    use super::super::srq::{Arrival, Bank};
     use super::*;
-
-    fn cfg(n: u16, t: u16) -> CreditConfig {
-        CreditConfig::with_threshold(n, t).unwrap()
-    }
 
     #[test]
     fn config_validation() {
@@ -197,14 +202,34 @@ mod tests {
         assert_eq!(CreditConfig::default(), CreditConfig::new(DEFAULT_CREDITS).unwrap());
     }
 
+    /// Our receive side for one peer: a single-peer bank of `n` buffers.
+    fn rx(n: u16) -> Bank<u8> {
+        let mut b = Bank::single(n);
+        b.admit(0);
+        b
+    }
+
+    /// `n` of the peer's messages arrived and their buffers were reposted.
+    fn used(b: &mut Bank<u8>, n: u32) {
+        for _ in 0..n {
+            assert_eq!(b.arrived(&0, 0), Arrival::Ok);
+            b.reposted(Some(&0));
+        }
+    }
+
+    fn send<M>(f: &mut PeerFlow<M>, b: &mut Bank<u8>) -> Option<Outgoing<M>> {
+        f.next_send(b.share_mut(&0).unwrap())
+    }
+
     #[test]
     fn exhaustion_keeps_the_reserve_and_recovers_in_order() {
-        let mut f: PeerFlow<u32> = PeerFlow::new(cfg(4, 2), 4);
+        let mut b = rx(4);
+        let mut f: PeerFlow<u32> = PeerFlow::new(4, 4);
         for i in 0..6 {
             f.push(i);
         }
         let mut sent = vec![];
-        while let Some(o) = f.next_send() {
+        while let Some(o) = send(&mut f, &mut b) {
             match o {
                 Outgoing::Data { msg, grant } => {
                     assert_eq!(grant, 0);
@@ -218,60 +243,72 @@ mod tests {
         assert_eq!((f.credits(), f.queued()), (1, 3));
         // The peer returns 2: two more leave, in order.
         f.granted(2);
-        assert_eq!(f.next_send(), Some(Outgoing::Data { msg: 3, grant: 0 }));
-        assert_eq!(f.next_send(), Some(Outgoing::Data { msg: 4, grant: 0 }));
-        assert_eq!(f.next_send(), None);
+        assert_eq!(send(&mut f, &mut b), Some(Outgoing::Data { msg: 3, grant: 0 }));
+        assert_eq!(send(&mut f, &mut b), Some(Outgoing::Data { msg: 4, grant: 0 }));
+        assert_eq!(send(&mut f, &mut b), None);
         f.granted(3);
-        assert_eq!(f.next_send(), Some(Outgoing::Data { msg: 5, grant: 0 }));
+        assert_eq!(send(&mut f, &mut b), Some(Outgoing::Data { msg: 5, grant: 0 }));
         assert_eq!((f.credits(), f.queued()), (3, 0));
-        assert_eq!(f.next_send(), None);
+        assert_eq!(send(&mut f, &mut b), None);
     }
 
     #[test]
     fn owed_credits_piggyback_or_go_standalone() {
-        let mut f: PeerFlow<&str> = PeerFlow::new(cfg(8, 3), 8);
-        f.reposted(2);
-        assert_eq!(f.next_send(), None, "2 owed, below the threshold of 3: wait for traffic");
+        let mut b = rx(8); // threshold 4
+        let mut f: PeerFlow<&str> = PeerFlow::new(8, 8);
+        used(&mut b, 3);
+        assert_eq!(send(&mut f, &mut b), None, "3 owed, below the threshold of 4: wait for traffic");
         f.push("a");
-        assert_eq!(f.next_send(), Some(Outgoing::Data { msg: "a", grant: 2 }), "piggybacked");
-        assert_eq!(f.owed(), 0);
-        f.reposted(3);
-        assert_eq!(f.next_send(), Some(Outgoing::Credit { grant: 3 }), "threshold reached, no traffic");
-        assert_eq!(f.next_send(), None);
+        assert_eq!(send(&mut f, &mut b), Some(Outgoing::Data { msg: "a", grant: 3 }), "piggybacked");
+        assert_eq!(b.share(&0).unwrap().owed(), 0);
+        used(&mut b, 4);
+        assert_eq!(send(&mut f, &mut b), Some(Outgoing::Credit { grant: 4, release: 0, recall: None }), "threshold reached");
+        assert_eq!(send(&mut f, &mut b), None);
         assert_eq!(f.credits(), 6);
+        assert!(b.balanced());
     }
 
     #[test]
     fn the_reserved_credit_carries_a_credit_message() {
-        let mut f: PeerFlow<u8> = PeerFlow::new(cfg(4, 2), 4);
+        let mut b = rx(4); // threshold 2
+        let mut f: PeerFlow<u8> = PeerFlow::new(4, 4);
         for i in 0..4 {
             f.push(i);
         }
-        while f.next_send().is_some() {}
+        while send(&mut f, &mut b).is_some() {}
         assert_eq!(f.credits(), 1);
         // Stalled, but owing: the reserve returns the credits.
-        f.reposted(2);
-        assert_eq!(f.next_send(), Some(Outgoing::Credit { grant: 2 }));
+        used(&mut b, 2);
+        assert_eq!(send(&mut f, &mut b), Some(Outgoing::Credit { grant: 2, release: 0, recall: None }));
         assert_eq!(f.credits(), 0);
-        f.reposted(2);
-        assert_eq!(f.next_send(), None, "nothing left to send even a CREDIT with");
+        used(&mut b, 2);
+        assert_eq!(send(&mut f, &mut b), None, "nothing left to send even a CREDIT with");
         f.granted(2);
         // Data first (in order), carrying what is owed.
-        assert_eq!(f.next_send(), Some(Outgoing::Data { msg: 3, grant: 2 }));
-        assert_eq!(f.next_send(), None);
+        assert_eq!(send(&mut f, &mut b), Some(Outgoing::Data { msg: 3, grant: 2 }));
+        assert_eq!(send(&mut f, &mut b), None);
     }
 
     #[test]
-    fn grants_are_capped_at_the_peers_buffers() {
-        let mut f: PeerFlow<u8> = PeerFlow::new(cfg(4, 2), 5);
+    fn grants_are_capped_at_the_peers_maximum_and_recalls_answered() {
+        let mut b = rx(4);
+        let mut f: PeerFlow<u8> = PeerFlow::new(9, 5);
+        assert_eq!(f.credits(), 5, "an initial grant above the maximum is capped");
         f.granted(u16::MAX);
         assert_eq!(f.credits(), 5);
-        f.reposted(100);
-        assert_eq!(f.owed(), 4);
         f.push(1);
         f.push(2);
         assert_eq!(f.take_queue().into_iter().collect::<Vec<_>>(), vec![1, 2]);
         assert_eq!(f.queued(), 0);
+        // A recall to 1 is treated as the floor (3): keep 3, the CREDIT uses 1, release 1.
+        f.recalled(1);
+        f.push(7);
+        assert_eq!(send(&mut f, &mut b), Some(Outgoing::Credit { grant: 0, release: 1, recall: None }), "recall answered first");
+        assert_eq!(f.credits(), 3);
+        assert_eq!(send(&mut f, &mut b), Some(Outgoing::Data { msg: 7, grant: 0 }));
+        // A recall above what we hold is void.
+        f.recalled(10);
+        assert_eq!(send(&mut f, &mut b), None);
     }
 
     // ---- Two-peer simulation -------------------------------------------------
@@ -292,8 +329,8 @@ mod tests {
 
     struct Side {
         flow: PeerFlow<App>,
-        /// Our buffers for the peer: posted, and consumed but not yet reposted (ready time).
-        bufs: u16,
+        /// Our receive buffers for the peer (one connection's own queue).
+        bank: Bank<u8>,
         posted: u32,
         to_repost: Vec<u64>,
         next_seq: u64,
@@ -304,11 +341,13 @@ mod tests {
     }
 
     impl Side {
-        fn new(local: CreditConfig, peer_bufs: u16) -> Side {
+        fn new(local: u16, peer_bufs: u16) -> Side {
+            let mut bank = Bank::single(local);
+            bank.admit(0);
             Side {
-                flow: PeerFlow::new(local, peer_bufs),
-                bufs: local.bufs_per_peer,
-                posted: local.bufs_per_peer as u32,
+                flow: PeerFlow::new(peer_bufs, peer_bufs),
+                bank,
+                posted: local as u32,
                 to_repost: vec![],
                 next_seq: 0,
                 expect: 0,
@@ -322,9 +361,9 @@ mod tests {
     /// the same flow control), with random scheduling and random repost delays.
     /// Fails on a send without a posted buffer, a broken credit balance, an
     /// out-of-order or lost message, or a run that never quiesces.
-    fn simulate(seed: u64, a: CreditConfig, b: CreditConfig, budget: u64) {
+    fn simulate(seed: u64, a: u16, b: u16, budget: u64) {
         let mut r = Rng::new(seed);
-        let mut sides = [Side::new(a, b.bufs_per_peer), Side::new(b, a.bufs_per_peer)];
+        let mut sides = [Side::new(a, b), Side::new(b, a)];
         let mut links: [VecDeque<Wire>; 2] = [VecDeque::new(), VecDeque::new()]; // links[i]: i -> 1-i
         let max_delay = 1 + r.below(60);
         let max_steps = 200_000 + budget * 400;
@@ -332,13 +371,14 @@ mod tests {
         let mut credit_msgs = 0u64;
 
         let transmit = |s: &mut Side, link: &mut VecDeque<Wire>, credit_msgs: &mut u64| -> bool {
-            match s.flow.next_send() {
+            match s.flow.next_send(s.bank.share_mut(&0).unwrap()) {
                 Some(Outgoing::Data { msg, grant }) => {
                     link.push_back(Wire { msg: Some(msg), grant });
                     true
                 }
-                Some(Outgoing::Credit { grant }) => {
+                Some(Outgoing::Credit { grant, release, recall }) => {
                     assert!(grant >= 2, "a CREDIT message returns at least the threshold (>= 2)");
+                    assert_eq!((release, recall), (0, None), "a lone peer is never recalled");
                     *credit_msgs += 1;
                     link.push_back(Wire { msg: None, grant });
                     true
@@ -376,6 +416,7 @@ mod tests {
                         let sj = &mut sides[j];
                         assert!(sj.posted > 0, "seed {seed}: receiver not ready (message {w:?})");
                         sj.posted -= 1;
+                        assert_eq!(sj.bank.arrived(&0, 0), Arrival::Ok, "seed {seed}: sent without a credit");
                         sj.to_repost.push(now + r.below(max_delay));
                         sj.flow.granted(w.grant);
                         match w.msg {
@@ -401,9 +442,10 @@ mod tests {
                     let s = &mut sides[j];
                     let before = s.to_repost.len();
                     s.to_repost.retain(|&t| t > now);
-                    let n = (before - s.to_repost.len()) as u32;
-                    s.posted += n;
-                    s.flow.reposted(n);
+                    for _ in 0..before - s.to_repost.len() {
+                        s.posted += 1;
+                        s.bank.reposted(Some(&0));
+                    }
                 }
             }
 
@@ -411,13 +453,12 @@ mod tests {
             for i in 0..2 {
                 let j = 1 - i;
                 let grants_in_flight: u32 = links[j].iter().map(|w| w.grant as u32).sum();
-                let total = sides[i].flow.credits()
-                    + links[i].len() as u32
-                    + sides[j].to_repost.len() as u32
-                    + sides[j].flow.owed()
-                    + grants_in_flight;
-                assert_eq!(total, sides[j].bufs as u32, "seed {seed}: credits not conserved ({i}->{j})");
-                assert_eq!(sides[j].posted + sides[j].to_repost.len() as u32, sides[j].bufs as u32);
+                let sh = sides[j].bank.share(&0).unwrap();
+                let total = sides[i].flow.credits() + links[i].len() as u32 + sides[j].to_repost.len() as u32 + sh.owed() + grants_in_flight;
+                assert_eq!(total, sides[j].bank.size(), "seed {seed}: credits not conserved ({i}->{j})");
+                assert_eq!(sh.out(), sides[i].flow.credits() + links[i].len() as u32 + grants_in_flight);
+                assert_eq!(sides[j].posted + sides[j].to_repost.len() as u32, sides[j].bank.size());
+                assert!(sides[j].bank.balanced());
             }
 
             // Done when everything is sent and the system is quiet: nothing on
@@ -443,81 +484,12 @@ mod tests {
 
     #[test]
     fn sim_two_peers_never_overrun_deadlock_or_reorder() {
-        let configs = [
-            (cfg(3, 2), cfg(3, 2)),
-            (cfg(4, 2), cfg(4, 3)),
-            (cfg(4, 3), cfg(7, 2)),
-            (cfg(5, 2), cfg(3, 2)),
-            (cfg(8, 4), cfg(8, 4)),
-            (cfg(8, 7), cfg(16, 15)),
-            (CreditConfig::default(), cfg(3, 2)),
-        ];
+        let configs = [(3, 3), (4, 4), (4, 7), (5, 3), (8, 8), (8, 16), (DEFAULT_CREDITS, 3)];
         let mut seed = 0;
         for (a, b) in configs {
             for _ in 0..40 {
                 seed += 1;
                 simulate(seed, a, b, 300);
-            }
-        }
-    }
-
-    #[test]
-    fn sim_one_way_traffic_returns_credits_standalone() {
-        // Only one side sends: its credits come back by CREDIT messages alone.
-        for seed in 1000..1020 {
-            let mut r = Rng::new(seed);
-            let mut tx: PeerFlow<u64> = PeerFlow::new(cfg(4, 2), 4);
-            let mut rx: PeerFlow<u64> = PeerFlow::new(cfg(4, 2), 4);
-            let (mut posted, mut delivered, mut pending) = (4u32, 0u64, 0u32);
-            let mut to_tx = VecDeque::new(); // rx -> tx link (CREDITs)
-            let mut to_rx = VecDeque::new(); // tx -> rx link
-            for i in 0..500 {
-                tx.push(i);
-            }
-            let mut steps = 0;
-            while delivered < 500 {
-                steps += 1;
-                assert!(steps < 100_000, "seed {seed}: stuck");
-                match r.below(4) {
-                    0 => {
-                        if let Some(o) = tx.next_send() {
-                            to_rx.push_back(o);
-                        }
-                    }
-                    1 => {
-                        if let Some(o) = to_rx.pop_front() {
-                            assert!(posted > 0);
-                            posted -= 1;
-                            pending += 1;
-                            match o {
-                                Outgoing::Data { msg, grant } => {
-                                    assert_eq!(msg, delivered);
-                                    delivered += 1;
-                                    rx.granted(grant);
-                                }
-                                Outgoing::Credit { grant } => rx.granted(grant),
-                            }
-                        }
-                    }
-                    2 => {
-                        posted += pending;
-                        rx.reposted(pending);
-                        pending = 0;
-                        if let Some(o) = rx.next_send() {
-                            to_tx.push_back(o);
-                        }
-                    }
-                    _ => {
-                        if let Some(o) = to_tx.pop_front() {
-                            match o {
-                                Outgoing::Credit { grant } => tx.granted(grant),
-                                Outgoing::Data { .. } => panic!("the receiver sends no data"),
-                            }
-                            // The sender reposts at once; it returns these on its data messages.
-                            tx.reposted(1);
-                        }
-                    }
-                }
             }
         }
     }

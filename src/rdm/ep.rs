@@ -29,6 +29,8 @@ use once_cell::sync::OnceCell;
 use parking_lot::Mutex;
 
 use super::credits::{Outgoing, PeerFlow};
+use super::pool::{RecvPool, SendPool};
+use super::srq::{Arrival, Bank, Share};
 use super::matching::{Action, Body, Delivery, Incoming, Kind, Matcher, RecvRequest};
 use super::peer::*;
 use super::proto::{self, Envelope, Hello, Message, Segment};
@@ -50,8 +52,10 @@ use crate::verbs::{self, access, send_flags, wc_opcode, wc_status, CompChannel, 
 const LISTEN_TOKEN: u64 = 0;
 /// Send-queue requests per connection besides send slots (RDMA READ/WRITE, atomics).
 const WR_OPS: usize = 32;
-/// Extra send slots beyond the buffers a peer may give us, for control messages.
-const EXTRA_SLOTS: usize = 8;
+/// How long a failed connection's QP is kept (in the error state, consuming
+/// nothing) before it is destroyed and the receive buffers promised to it are
+/// free again: its completions are all polled by then.
+const GRAVE_MS: u64 = 200;
 /// Largest RDMA READ a rendezvous issues: longer messages are read in
 /// several requests, posted together (smaller requests pipeline, and a lost
 /// packet costs the retransmission of one chunk, not of the whole message).
@@ -75,14 +79,15 @@ struct RecvRec {
     keyed: bool,
 }
 
-/// Sizes of one connection's resources.
+/// Sizes of the endpoint's and its connections' resources.
 #[derive(Debug, Clone, Copy)]
 struct Geo {
-    /// Bounce receive buffers per peer (our HELLO's bufs_per_peer).
-    bufs: usize,
-    /// Bytes between slots.
+    /// The most credits a peer may hold; without an SRQ, also each
+    /// connection's own receive buffers.
+    peer_bufs: usize,
+    /// Bytes between slots (receive buffers and send slots).
     stride: usize,
-    /// Send slots.
+    /// Send slots of the endpoint (any one connection may use all of them).
     nslots: usize,
     /// Largest RDMA READ of a rendezvous (at most the port's max message size).
     max_chunk: usize,
@@ -95,15 +100,32 @@ struct Geo {
 }
 
 impl Geo {
-    fn cqes(&self) -> usize {
-        self.bufs + self.nslots + WR_OPS
+    /// Completion-queue entries one connection adds (its own receive buffers
+    /// without an SRQ, and its other send-queue requests; the shared pool and
+    /// the send slots are counted once for the endpoint).
+    fn cqes(&self, shared: bool) -> usize {
+        WR_OPS + if shared { 0 } else { self.peer_bufs }
     }
+}
+
+/// Connections that failed, kept with their QPs in the error state until
+/// they surely consume nothing more (`GRAVE_MS`): then the QPs are
+/// destroyed, their send slots freed, and `limbo` receive buffers (promised
+/// to the peer, not consumed by its last messages) are free again.
+struct Grave {
+    conns: Vec<(u32, Conn)>,
+    limbo: u32,
+    until: u64,
 }
 
 /// The endpoint's network side (after `fi_enable`). Field order is drop
 /// order: connections (and their QPs) before the listener, the channel last.
 struct Net {
     conns: HashMap<u32, Conn>,
+    graves: Vec<Grave>,
+    /// QP number -> connection: completions from the shared receive queue
+    /// name their QP only.
+    qpn: HashMap<u32, u32>,
     peers: HashMap<SocketAddr, Peer>,
     rndv_sends: HashMap<(SocketAddr, u64), RndvSend>,
     /// Rendezvous requests the matcher holds, by our local id: (peer, its msg_id).
@@ -123,6 +145,10 @@ struct Net {
     cq_need: usize,
     pd: Arc<Pd>,
     geo: Geo,
+    /// The shared receive pool (None: the device has no SRQ, or
+    /// `FI_RSVERBS_SRQ_SIZE=0`; each connection has its own buffers).
+    rx: Option<RecvPool>,
+    send: SendPool,
     /// The fd `wait_fd` reports (the CQ channel and the rdma-cm channel).
     _wait: sys::Epoll,
     channel: EventChannel,
@@ -455,9 +481,9 @@ impl RdmEp {
         let port = d.dev.query_port(listener.port_num().max(1)).map_err(FiError::from_errno)?;
         let cfg = &self.ctx.cfg;
         let geo = Geo {
-            bufs: cfg.credits.bufs_per_peer as usize,
+            peer_bufs: cfg.credits.bufs_per_peer as usize,
             stride: slot_stride(cfg.bounce_size()),
-            nslots: cfg.credits.bufs_per_peer as usize + EXTRA_SLOTS,
+            nslots: cfg.send_slots,
             max_chunk: (port.max_msg_sz as usize).clamp(4096, READ_CHUNK),
             max_rma: (port.max_msg_sz as usize).max(4096),
             reads_out: READS_OUT,
@@ -468,8 +494,32 @@ impl RdmEp {
             Ok(c) => Arc::new(c),
             Err(e) => return crate::fail!(FiError::from_errno(e), "fi_enable: ibv_create_comp_channel failed: {}", ioerr(e)),
         };
+        // The receive pool: shared, on an SRQ, when the device has one.
+        let pool = match cfg.pool_size(self.ctx.rx_size) {
+            Some(n) if d.attr.max_srq > 0 && d.attr.max_srq_wr > 0 => {
+                let n = n.min(d.attr.max_srq_wr as u32);
+                // Room to grow (more peers than floors): up to 4x, within the device's limit.
+                let cap = (n.saturating_mul(4)).max(1024).min(d.attr.max_srq_wr as u32);
+                match RecvPool::new(&d.pd, n, cap, geo.stride, cfg.credits.bufs_per_peer, |i| wr_id(WrKind::Recv, 0, i)) {
+                    Ok(p) => Some(p),
+                    Err(e) => {
+                        return crate::fail!(FiError::from_errno(e), "fi_enable: cannot set up a shared receive pool of {n} buffers: {}", ioerr(e))
+                    }
+                }
+            }
+            Some(_) => {
+                tracing::info!("rdm: device {} has no shared receive queues; receive buffers per connection", d.dev.name());
+                None
+            }
+            None => None,
+        };
+        let send = match SendPool::new(&d.pd, geo.nslots, geo.stride) {
+            Ok(s) => s,
+            Err(e) => return crate::fail!(FiError::from_errno(e), "fi_enable: cannot register {} send slots: {}", geo.nslots, ioerr(e)),
+        };
+        let base_cqes = pool.as_ref().map_or(0, |p| p.srq.max_wr as usize) + geo.nslots;
         let max_cqe = d.attr.max_cqe.max(1) as usize;
-        let cqe = (geo.cqes() * 4).min(max_cqe);
+        let cqe = (base_cqes + geo.cqes(pool.is_some()) * 4).min(max_cqe);
         let cq = match d.dev.create_cq(cqe as i32, Some(comp.clone())) {
             Ok(c) => Arc::new(c),
             Err(e) => return crate::fail!(FiError::from_errno(e), "fi_enable: ibv_create_cq({cqe}) failed: {}", ioerr(e)),
@@ -480,6 +530,8 @@ impl RdmEp {
         let _ = self.wait_fd.set(wait.raw());
         g.net = Some(Net {
             conns: HashMap::new(),
+            graves: Vec::new(),
+            qpn: HashMap::new(),
             peers: HashMap::new(),
             rndv_sends: HashMap::new(),
             rndv_in: HashMap::new(),
@@ -493,9 +545,11 @@ impl RdmEp {
             name,
             cq,
             comp,
-            cq_need: 0,
+            cq_need: base_cqes,
             pd: d.pd.clone(),
             geo,
+            rx: pool,
+            send,
             _wait: wait,
             channel,
         });
@@ -513,6 +567,9 @@ impl RdmEp {
             added.push(c);
         }
         tracing::info!("rdm endpoint listening on {local}");
+        if let Some(net) = &self.inner.lock().net {
+            net.log_memory("enabled");
+        }
         Ok(())
     }
 
@@ -885,60 +942,140 @@ impl Net {
         Ok(self.peers.get_mut(&addr).expect("just inserted"))
     }
 
-    /// Creates a connection's QP and buffers and posts the bounce receives.
+    /// Creates a connection's QP (attached to the shared receive queue, or
+    /// with its own receive buffers, posted here).
     fn setup_qp(&mut self, conn_id: u32) -> FiResult<()> {
         let geo = self.geo;
-        let need = self.cq_need + geo.cqes();
+        let shared = self.rx.is_some();
+        let need = self.cq_need + geo.cqes(shared);
         if need > self.cq.capacity().max(0) as usize {
             if let Err(e) = self.cq.resize(need as i32) {
                 return crate::fail!(FiError::NOSPC, "rdm: cannot grow the internal CQ to {need} entries: {}", ioerr(e));
             }
         }
-        let recv = match RegBuf::new(&self.pd, geo.bufs * geo.stride, access::LOCAL_WRITE) {
-            Ok(b) => Arc::new(b),
-            Err(e) => return crate::fail!(FiError::from_errno(e), "rdm: cannot register receive buffers: {}", ioerr(e)),
-        };
-        let send = match RegBuf::new(&self.pd, geo.nslots * geo.stride, access::LOCAL_WRITE) {
-            Ok(b) => Arc::new(b),
-            Err(e) => return crate::fail!(FiError::from_errno(e), "rdm: cannot register send buffers: {}", ioerr(e)),
+        let recv = if shared {
+            None
+        } else {
+            match RegBuf::new(&self.pd, geo.peer_bufs * geo.stride, access::LOCAL_WRITE) {
+                Ok(b) => Some(Arc::new(b)),
+                Err(e) => return crate::fail!(FiError::from_errno(e), "rdm: cannot register receive buffers: {}", ioerr(e)),
+            }
         };
         let Some(conn) = self.conns.get_mut(&conn_id) else {
             return crate::fail!(FiError::IO, "rdm: connection {conn_id} vanished");
         };
         let caps = QpCaps {
             max_send_wr: (geo.nslots + WR_OPS) as u32,
-            max_recv_wr: geo.bufs as u32,
+            max_recv_wr: geo.peer_bufs as u32,
             max_send_sge: geo.send_sge,
             max_recv_sge: 1,
             max_inline: geo.inline_req,
         };
-        let keep: Vec<Arc<dyn Send + Sync>> = vec![self.cq.clone(), recv.clone(), send.clone()];
-        let qp = match conn.id.create_qp(&self.pd, &self.cq, &self.cq, caps, keep) {
+        let mut keep: Vec<Arc<dyn Send + Sync>> = vec![self.cq.clone(), self.send.buf.clone()];
+        if let Some(r) = &recv {
+            keep.push(r.clone());
+        }
+        if let Some(p) = &self.rx {
+            keep.extend(p.keep());
+        }
+        let srq = self.rx.as_ref().map(|p| &*p.srq);
+        let qp = match conn.id.create_qp(&self.pd, &self.cq, &self.cq, srq, caps, keep) {
             Ok(q) => q,
             Err(e) => return crate::fail!(FiError::from_errno(e), "rdm: rdma_create_qp failed: {}", ioerr(e)),
         };
-        for i in 0..geo.bufs {
-            if let Err(e) = qp.post_recv(wr_id(WrKind::Recv, conn_id, i as u32), &[recv.iov(i * geo.stride, geo.stride)]) {
-                return crate::fail!(FiError::from_errno(e), "rdm: posting receive buffers failed: {}", ioerr(e));
+        if let Some(r) = &recv {
+            for i in 0..geo.peer_bufs {
+                if let Err(e) = qp.post_recv(wr_id(WrKind::Recv, conn_id, i as u32), &[r.iov(i * geo.stride, geo.stride)]) {
+                    return crate::fail!(FiError::from_errno(e), "rdm: posting receive buffers failed: {}", ioerr(e));
+                }
             }
         }
+        let qp_num = qp.qp_num();
         conn.res = Some(QpRes {
             recv,
-            send,
-            slots: (0..geo.nslots).map(|_| None).collect(),
-            free_slots: (0..geo.nslots as u32).rev().collect(),
             wr_ops: HashMap::new(),
             free_wrs: (0..WR_OPS as u32).rev().collect(),
             reads_out: 0,
             max_inline: qp.caps.max_inline as usize,
-            qp_num: qp.qp_num(),
+            qp_num,
         });
+        self.qpn.insert(qp_num, conn_id);
         self.cq_need = need;
         Ok(())
     }
 
-    fn hello(&self) -> Vec<u8> {
-        Hello { bufs_per_peer: self.geo.bufs as u16, name: self.name.clone() }.encode().unwrap_or_default()
+    /// The credit bank that holds `addr`'s share: the shared pool's, or the peer's own.
+    fn bank_mut(&mut self, addr: &SocketAddr) -> Option<&mut Bank<SocketAddr>> {
+        match &mut self.rx {
+            Some(p) => Some(&mut p.bank),
+            None => self.peers.get_mut(addr).and_then(|p| p.rx_bank.as_mut()),
+        }
+    }
+
+    /// Makes room for one more peer in the shared pool (growing it when the
+    /// floors of all peers would not fit). Returns false if it cannot.
+    fn pool_room(&mut self) -> bool {
+        let Some(p) = &mut self.rx else { return true };
+        let n = p.bank.shortfall();
+        if n == 0 {
+            return true;
+        }
+        // Grow by a few floors at a time; the CQ must hold every posted buffer.
+        let n = n.max(8 * super::credits::MIN_CREDITS as u32);
+        let need = self.cq_need + n as usize;
+        if need > self.cq.capacity().max(0) as usize && self.cq.resize(need as i32).is_err() {
+            tracing::warn!("rdm: cannot grow the internal CQ for {n} more receive buffers");
+            return false;
+        }
+        match p.grow(&self.pd, n, |i| wr_id(WrKind::Recv, 0, i)) {
+            Ok(()) => {
+                self.cq_need = need;
+                tracing::info!("rdm: receive pool grown by {n} buffers to {} for {} peers", p.buffers(), p.bank.peers() + 1);
+                true
+            }
+            Err(e) => {
+                tracing::warn!("rdm: cannot grow the receive pool by {n} buffers: {}", ioerr(e));
+                false
+            }
+        }
+    }
+
+    /// Admits `addr` to its bank: the grant its HELLO gets.
+    fn admit(&mut self, addr: SocketAddr) -> u16 {
+        if self.rx.is_none() {
+            if let Some(p) = self.peers.get_mut(&addr) {
+                if p.rx_bank.is_none() {
+                    p.rx_bank = Some(Bank::single(self.geo.peer_bufs as u16));
+                }
+            }
+        }
+        self.bank_mut(&addr).map_or(0, |b| b.admit(addr))
+    }
+
+    /// Whether a connection we make may start now (a floor of credits is free to grant).
+    fn can_connect(&self) -> bool {
+        self.rx.as_ref().is_none_or(|p| p.bank.can_admit())
+    }
+
+    fn hello(&self, grant: u16) -> Vec<u8> {
+        Hello { grant, max_credits: self.geo.peer_bufs as u16, name: self.name.clone() }.encode().unwrap_or_default()
+    }
+
+    /// Registered memory, for the log (`FI_LOG_LEVEL=info`): what the
+    /// endpoint holds and what each connection adds.
+    fn log_memory(&self, why: &str) {
+        let per_conn = if self.rx.is_some() { 0 } else { self.geo.peer_bufs * self.geo.stride };
+        let conns = self.conns.values().filter(|c| c.res.is_some()).count();
+        let pool = self.rx.as_ref().map_or(0, |p| p.bytes());
+        let own: usize = self.conns.values().filter_map(|c| c.res.as_ref()?.recv.as_ref()).map(|r| r.len()).sum();
+        let total = pool + own + self.send.bytes();
+        tracing::info!(
+            "rdm: registered bytes ({why}): total={total} pool={pool} pool_bufs={} send={} per_conn={per_conn} conns={conns} peers={} mode={}",
+            self.rx.as_ref().map_or(0, |p| p.buffers()),
+            self.send.bytes(),
+            self.peers.len(),
+            if self.rx.is_some() { "srq" } else { "per-qp" }
+        );
     }
 }
 
@@ -1227,6 +1364,17 @@ impl Inner {
         if cm_due {
             any |= self.cm_events(ctx);
         }
+        if let Some(net) = &mut self.net {
+            if !net.graves.is_empty() {
+                net.expire_graves(now);
+            }
+            if settling {
+                let waiting: Vec<u32> = net.conns.iter().filter(|(_, c)| c.stage == Stage::WaitPool).map(|(k, _)| *k).collect();
+                for c in waiting {
+                    self.start_connect(ctx, c);
+                }
+            }
+        }
         self.drain_all();
         any
     }
@@ -1257,15 +1405,33 @@ impl Inner {
     }
 
     fn handle_wc(&mut self, wc: &Wc) {
-        let Some((kind, conn_id, idx)) = wr_decode(wc.wr_id()) else {
+        let Some((kind, wr_conn, idx)) = wr_decode(wc.wr_id()) else {
             tracing::warn!("rdm: completion with a foreign work-request id {:#x}", wc.wr_id());
             return;
         };
         let ok = wc.status() == wc_status::SUCCESS;
         let flushed = wc.status() == wc_status::WR_FLUSH_ERR;
         let Some(net) = &mut self.net else { return };
+        // Receives from the shared queue name their connection by QP number;
+        // everything else carries it in the work-request id.
+        let conn_id = if kind == WrKind::Recv && net.rx.is_some() {
+            match net.qpn.get(&wc.qp_num()).copied().filter(|c| net.conns.contains_key(c)) {
+                Some(c) => c,
+                None => {
+                    // A connection that failed meanwhile: its buffer is ours again.
+                    net.grave_arrival(wc.qp_num());
+                    self.repost_pool(idx, None);
+                    return;
+                }
+            }
+        } else {
+            wr_conn
+        };
         let Some(conn) = net.conns.get_mut(&conn_id) else {
-            // A connection torn down meanwhile.
+            // A connection torn down meanwhile (its QP in the grave): a send slot it used is free now.
+            if kind == WrKind::Send {
+                net.send.complete(idx, conn_id);
+            }
             return;
         };
         if !ok && !flushed {
@@ -1274,6 +1440,14 @@ impl Inner {
         match kind {
             WrKind::Recv => {
                 if !ok {
+                    if net.rx.is_some() {
+                        // The pool buffer came back unused by a message.
+                        let addr = conn.peer;
+                        if let Some(b) = net.bank_mut(&addr) {
+                            b.arrived(&addr, 0);
+                        }
+                        self.repost_pool(idx, Some(addr));
+                    }
                     if !flushed {
                         self.conn_failed(conn_id, FI_EIO);
                     }
@@ -1282,9 +1456,7 @@ impl Inner {
                 self.handle_recv(conn_id, idx, wc);
             }
             WrKind::Send => {
-                let Some(res) = conn.res.as_mut() else { return };
-                let done = res.slots.get_mut(idx as usize).and_then(|s| s.take()).flatten();
-                res.free_slots.push(idx);
+                let done = net.send.complete(idx, conn_id).flatten();
                 if let Some(done) = done {
                     self.tx_done(done, if ok { None } else { Some(crate::cq::status_to_err(wc.status())) });
                 }
@@ -1312,15 +1484,34 @@ impl Inner {
         }
     }
 
+    /// Posts pool buffer `idx` again; `from`: the peer whose message it held.
+    fn repost_pool(&mut self, idx: u32, from: Option<SocketAddr>) {
+        let Some(net) = &mut self.net else { return };
+        let Some(pool) = &mut net.rx else { return };
+        if let Err(e) = pool.post(idx, wr_id(WrKind::Recv, 0, idx)) {
+            // The SRQ holds every pool buffer, so this cannot be "full"; the
+            // buffer is lost to the pool (and stays busy in the bank).
+            tracing::warn!("rdm: reposting a shared receive buffer failed: {}", ioerr(e));
+            return;
+        }
+        pool.bank.reposted(from.as_ref());
+    }
+
     /// A bounce buffer received a message (or an RDMA write with data consumed it).
     fn handle_recv(&mut self, conn_id: u32, idx: u32, wc: &Wc) {
         let net = self.net.as_mut().expect("checked");
         let conn = net.conns.get(&conn_id).expect("checked");
         let addr = conn.peer;
-        let Some(res) = conn.res.as_ref() else { return };
         let stride = net.geo.stride;
-        let buf = res.recv.clone();
+        // The buffer: in the shared pool, or the connection's own.
+        let place = match &net.rx {
+            Some(p) => p.chunk_of(idx),
+            None => conn.res.as_ref().and_then(|r| r.recv.clone()).map(|b| (b, idx as usize * stride)),
+        };
+        let Some((buf, off)) = place else { return };
         let src = self.src_of(&addr);
+        // What the message hands back (a recall's answer), counted with its arrival.
+        let mut release = 0u16;
         if wc.opcode() == wc_opcode::RECV_RDMA_WITH_IMM {
             // fi_writedata from the peer: the data is in place; report its CQ data.
             self.rx_completion(Completion {
@@ -1334,13 +1525,16 @@ impl Inner {
             });
         } else {
             let n = (wc.byte_len() as usize).min(stride);
-            let bytes = buf.slice(idx as usize * stride, n);
+            let bytes = buf.slice(off, n);
             match proto::decode(bytes) {
                 Err(e) => tracing::warn!("rdm: dropping a malformed message from {addr}: {e}"),
                 Ok(msg) => {
                     let net = self.net.as_mut().expect("checked");
                     if let Some(f) = net.peers.get_mut(&addr).and_then(|p| p.flow.as_mut()) {
                         f.granted(msg.credits());
+                        if let Message::Credit { recall: Some(t), .. } = msg {
+                            f.recalled(t);
+                        }
                     }
                     match msg {
                         Message::Eager { .. } | Message::Rts { .. } => {
@@ -1360,22 +1554,31 @@ impl Inner {
                         }
                         Message::Fin { msg_id, .. } => self.rndv_send_done(addr, msg_id, None),
                         Message::Nack { msg_id, err, .. } => self.rndv_send_done(addr, msg_id, Some(err as i32)),
-                        Message::Credit { .. } => {}
+                        Message::Credit { release: r, .. } => release = r,
                     }
                 }
             }
         }
-        // The bytes are out of the buffer: repost it and owe the peer a credit.
         let Some(net) = self.net.as_mut() else { return };
+        if let Some(b) = net.bank_mut(&addr) {
+            if b.arrived(&addr, release) == Arrival::Overrun {
+                tracing::warn!("rdm: {addr} sent a message without a credit (protocol violation)");
+            }
+        }
+        // The bytes are out of the buffer: repost it; the bank decides who gets the credit.
+        if net.rx.is_some() {
+            self.repost_pool(idx, Some(addr));
+            return;
+        }
         let Some(conn) = net.conns.get(&conn_id) else { return };
         let Some(qp) = conn.id.qp() else { return };
-        if let Err(e) = qp.post_recv(wr_id(WrKind::Recv, conn_id, idx), &[buf.iov(idx as usize * stride, stride)]) {
+        if let Err(e) = qp.post_recv(wr_id(WrKind::Recv, conn_id, idx), &[buf.iov(off, stride)]) {
             tracing::warn!("rdm: reposting a receive buffer failed: {}", ioerr(e));
             self.conn_failed(conn_id, FI_EIO);
             return;
         }
-        if let Some(f) = net.peers.get_mut(&addr).and_then(|p| p.flow.as_mut()) {
-            f.reposted(1);
+        if let Some(b) = net.bank_mut(&addr) {
+            b.reposted(Some(&addr));
         }
     }
 
@@ -1384,9 +1587,20 @@ impl Inner {
         let Some(net) = &mut self.net else { return };
         let mut failed = Vec::new();
         let mut done_now: Vec<(TxDone, Option<i32>)> = Vec::new();
-        let Net { peers, conns, geo, .. } = net;
+        let Net { peers, conns, geo, send, rx, .. } = net;
         for peer in peers.values_mut().filter(|p| p.ready) {
-            if let Err((conn_id, e)) = Self::drain_peer(peer, conns, geo, &mut done_now) {
+            // The peer's receive-side share: in the shared pool's bank or its own.
+            let mut own = peer.rx_bank.take();
+            let mut none = Share::default();
+            let share = match (rx.as_mut(), own.as_mut()) {
+                (Some(p), _) => p.bank.share_mut(&peer.addr),
+                (None, Some(b)) => b.share_mut(&peer.addr),
+                (None, None) => None,
+            }
+            .unwrap_or(&mut none);
+            let r = Self::drain_peer(peer, share, conns, geo, send, &mut done_now);
+            peer.rx_bank = own;
+            if let Err((conn_id, e)) = r {
                 failed.push((conn_id, e));
             }
         }
@@ -1401,8 +1615,10 @@ impl Inner {
     /// Posts one peer's queued work. `Err((conn, err))`: the connection broke.
     fn drain_peer(
         peer: &mut Peer,
+        share: &mut Share,
         conns: &mut HashMap<u32, Conn>,
         geo: &Geo,
+        send: &mut SendPool,
         done_now: &mut Vec<(TxDone, Option<i32>)>,
     ) -> Result<(), (u32, i32)> {
         let addr = peer.addr;
@@ -1411,6 +1627,7 @@ impl Inner {
         let Some(qp) = conn.id.qp() else { return Ok(()) };
         let Some(res) = conn.res.as_mut() else { return Ok(()) };
         let stride = geo.stride;
+        let sbuf = send.buf.clone();
         let fail = |e: i32| {
             tracing::warn!("rdm: posting to {addr} failed: {}", ioerr(e));
             (conn_id, FI_EIO)
@@ -1428,26 +1645,26 @@ impl Inner {
             let wid;
             let r = match op {
                 RmaOp::AtomicAdd { raddr, rkey, add, done } => {
-                    let Some(s) = res.free_slots.pop() else {
+                    let Some(s) = send.take(conn_id) else {
                         peer.rma.push_front(RmaOp::AtomicAdd { raddr, rkey, add, done });
                         break;
                     };
-                    let off = s as usize * stride;
-                    res.slots[s as usize] = Some(Some(done));
+                    let off = send.off(s);
+                    send.set_done(s, Some(done));
                     wid = wr_id(WrKind::Send, conn_id, s);
-                    qp.post_send(wid, SendOp::FetchAdd { raddr, rkey, add }, &[res.send.iov(off, 8)], send_flags::SIGNALED)
+                    qp.post_send(wid, SendOp::FetchAdd { raddr, rkey, add }, &[sbuf.iov(off, 8)], send_flags::SIGNALED)
                 }
                 RmaOp::WriteInline { data, raddr, rkey, done } => {
-                    let Some(s) = res.free_slots.pop() else {
+                    let Some(s) = send.take(conn_id) else {
                         peer.rma.push_front(RmaOp::WriteInline { data, raddr, rkey, done });
                         break;
                     };
-                    let off = s as usize * stride;
-                    res.send.write(off, &data);
-                    res.slots[s as usize] = Some(Some(done));
+                    let off = send.off(s);
+                    sbuf.write(off, &data);
+                    send.set_done(s, Some(done));
                     let fl = send_flags::SIGNALED | if data.len() <= res.max_inline && !data.is_empty() { send_flags::INLINE } else { 0 };
                     wid = wr_id(WrKind::Send, conn_id, s);
-                    qp.post_send(wid, SendOp::Write { raddr, rkey }, &[res.send.iov(off, data.len())], fl)
+                    qp.post_send(wid, SendOp::Write { raddr, rkey }, &[sbuf.iov(off, data.len())], fl)
                 }
                 op => {
                     let Some(i) = res.free_wrs.pop() else {
@@ -1479,13 +1696,13 @@ impl Inner {
         }
         // Messages: a send slot and flow-control credit each.
         let Some(flow) = peer.flow.as_mut() else { return Ok(()) };
-        while let Some(&s) = res.free_slots.last() {
-            let Some(o) = flow.next_send() else { break };
-            res.free_slots.pop();
-            let off = s as usize * stride;
+        while send.has_free() {
+            let Some(o) = flow.next_send(share) else { break };
+            let s = send.take(conn_id).expect("a free slot");
+            let off = send.off(s);
             let (n, done, op) = match o {
-                Outgoing::Credit { grant } => {
-                    let n = Message::Credit { credits: grant }.encode_into(&res.send, off);
+                Outgoing::Credit { grant, release, recall } => {
+                    let n = Message::Credit { credits: grant, release, recall }.encode_into(&sbuf, off);
                     (n, None, SendOp::Send)
                 }
                 Outgoing::Data { msg, grant } => match msg {
@@ -1495,49 +1712,49 @@ impl Inner {
                             Ok(h) => h,
                             Err(e) => {
                                 tracing::warn!("rdm: cannot encode an eager message: {e}");
-                                res.free_slots.push(s);
+                                send.put_back(s);
                                 done_now.push((done, Some(e.fi_error().0)));
                                 continue;
                             }
                         };
-                        res.send.write(off, &hdr);
+                        sbuf.write(off, &hdr);
                         match &payload {
-                            Payload::Owned(v) => res.send.write(off + proto::HEADER_LEN, v),
+                            Payload::Owned(v) => sbuf.write(off + proto::HEADER_LEN, v),
                             Payload::User(iovs) => {
-                                res.send.fill_from_iovs(off + proto::HEADER_LEN, iovs, len);
+                                sbuf.fill_from_iovs(off + proto::HEADER_LEN, iovs, len);
                             }
                         }
                         (proto::HEADER_LEN + len, Some(done), SendOp::Send)
                     }
                     Out::Rts { msg_id, env, len, segs } => {
                         let m = Message::Rts { credits: grant, msg_id, env, len, segs };
-                        (m.encode_into(&res.send, off), None, SendOp::Send)
+                        (m.encode_into(&sbuf, off), None, SendOp::Send)
                     }
-                    Out::Fin { msg_id, len } => (Message::Fin { credits: grant, msg_id, len }.encode_into(&res.send, off), None, SendOp::Send),
+                    Out::Fin { msg_id, len } => (Message::Fin { credits: grant, msg_id, len }.encode_into(&sbuf, off), None, SendOp::Send),
                     Out::Nack { msg_id, err } => {
-                        (Message::Nack { credits: grant, msg_id, err: err.max(1) }.encode_into(&res.send, off), None, SendOp::Send)
+                        (Message::Nack { credits: grant, msg_id, err: err.max(1) }.encode_into(&sbuf, off), None, SendOp::Send)
                     }
                     Out::WriteData { payload, raddr, rkey, imm, done } => {
                         // No header to carry the grant: owe it again.
-                        flow.reposted(grant as u32);
+                        share.untake(grant);
                         let len = payload.len();
                         let iovs: Vec<Iov> = match &payload {
                             Payload::Owned(v) if len <= stride => {
-                                res.send.write(off, v);
-                                vec![res.send.iov(off, len)]
+                                sbuf.write(off, v);
+                                vec![sbuf.iov(off, len)]
                             }
                             Payload::User(iovs) if len <= stride => {
-                                res.send.fill_from_iovs(off, iovs, len);
-                                vec![res.send.iov(off, len)]
+                                sbuf.fill_from_iovs(off, iovs, len);
+                                vec![sbuf.iov(off, len)]
                             }
                             Payload::User(iovs) => iovs.clone(),
                             Payload::Owned(_) => {
-                                res.free_slots.push(s);
+                                send.put_back(s);
                                 done_now.push((done, Some(FI_EMSGSIZE)));
                                 continue;
                             }
                         };
-                        res.slots[s as usize] = Some(Some(done));
+                        send.set_done(s, Some(done));
                         let fl = send_flags::SIGNALED | if len <= res.max_inline && len > 0 { send_flags::INLINE } else { 0 };
                         qp.post_send(wr_id(WrKind::Send, conn_id, s), SendOp::WriteImm { raddr, rkey, imm }, &iovs, fl)
                             .map_err(fail)?;
@@ -1545,9 +1762,9 @@ impl Inner {
                     }
                 },
             };
-            res.slots[s as usize] = Some(done);
+            send.set_done(s, done);
             let fl = send_flags::SIGNALED | if n <= res.max_inline { send_flags::INLINE } else { 0 };
-            qp.post_send(wr_id(WrKind::Send, conn_id, s), op, &[res.send.iov(off, n)], fl).map_err(fail)?;
+            qp.post_send(wr_id(WrKind::Send, conn_id, s), op, &[sbuf.iov(off, n)], fl).map_err(fail)?;
         }
         Ok(())
     }
@@ -1600,25 +1817,7 @@ impl Inner {
                     self.conn_failed(conn_id, FI_EHOSTUNREACH);
                     return;
                 }
-                if net.setup_qp(conn_id).is_err() {
-                    self.conn_failed(conn_id, FI_EIO);
-                    return;
-                }
-                let hello = net.hello();
-                let (init, resp) = ctx.max_rd_atom;
-                let p = ConnParam {
-                    private_data: &hello,
-                    responder_resources: resp.clamp(0, 255) as u8,
-                    initiator_depth: init.clamp(0, 255) as u8,
-                    retry_count: 7,
-                    rnr_retry_count: 7,
-                };
-                let conn = net.conns.get_mut(&conn_id).expect("present");
-                conn.stage = Stage::Connecting;
-                if let Err(e) = conn.id.connect(&p) {
-                    tracing::warn!("rdm: rdma_connect to {addr} failed: {}", ioerr(e));
-                    self.conn_failed(conn_id, FI_ECONNREFUSED);
-                }
+                self.start_connect(ctx, conn_id);
             }
             CmEventKind::Established => {
                 conn.stage = Stage::Up;
@@ -1630,7 +1829,7 @@ impl Inner {
                 }
                 if active {
                     match Hello::decode(&ev.private_data) {
-                        Ok(h) => peer.flow = Some(PeerFlow::new(ctx.cfg.credits, h.bufs_per_peer)),
+                        Ok(h) => peer.flow = Some(PeerFlow::new(h.grant, h.max_credits)),
                         Err(e) => {
                             tracing::warn!("rdm: {addr} accepted with a bad HELLO: {e}");
                             self.conn_failed(conn_id, FI_ECONNREFUSED);
@@ -1641,6 +1840,7 @@ impl Inner {
                 peer.ready = true;
                 peer.release_pre();
                 tracing::debug!("rdm: connected to {addr} (conn {conn_id})");
+                net.log_memory("connected");
             }
             CmEventKind::Rejected => {
                 let reason = reject_reason(&ev.private_data);
@@ -1716,12 +1916,20 @@ impl Inner {
             }
             ReqDecision::Accept | ReqDecision::AcceptSelf => {}
         }
+        let known = net.bank_mut(&peer_addr).is_some_and(|b| b.contains(&peer_addr));
+        if !known && !net.pool_room() {
+            tracing::warn!("rdm: refusing a connection from {peer_addr}: no receive buffers for one more peer");
+            let _ = id.reject(&reject_data(REJECT_NO_BUFFERS));
+            return;
+        }
         let conn_id = net.next_conn;
         net.next_conn += 1;
         id.set_token(conn_id as u64);
         net.conns.insert(conn_id, Conn { id, peer: peer_addr, active: false, stage: Stage::Connecting, res: None });
         if net.setup_qp(conn_id).is_err() {
-            net.conns.remove(&conn_id);
+            if let Some(c) = net.conns.remove(&conn_id) {
+                net.bury(vec![(conn_id, c)], 0);
+            }
             return;
         }
         let peer = net.peers.entry(peer_addr).or_insert_with(|| Peer::new(peer_addr));
@@ -1729,10 +1937,13 @@ impl Inner {
         if decision != ReqDecision::AcceptSelf {
             peer.send_conn = Some(conn_id);
             peer.ready = false;
-            peer.flow = Some(PeerFlow::new(ctx.cfg.credits, hello.bufs_per_peer));
+            peer.flow = Some(PeerFlow::new(hello.grant, hello.max_credits));
         }
+        // Our grant: its quota, or what the pool has free (possibly 0: the
+        // rest follows in CREDITs; the peer's HELLO gave us credits to send them with).
+        let grant = net.admit(peer_addr);
         let (init, resp) = ctx.max_rd_atom;
-        let accept_hello = Hello { bufs_per_peer: net.geo.bufs as u16, name: Vec::new() }.encode().unwrap_or_default();
+        let accept_hello = Hello { grant, max_credits: net.geo.peer_bufs as u16, name: Vec::new() }.encode().unwrap_or_default();
         let p = ConnParam {
             private_data: &accept_hello,
             responder_resources: (ev.initiator_depth as i32).min(resp).clamp(0, 255) as u8,
@@ -1744,6 +1955,54 @@ impl Inner {
         if let Err(e) = conn.id.accept(&p) {
             tracing::warn!("rdm: rdma_accept for {peer_addr} failed: {}", ioerr(e));
             self.conn_failed(conn_id, FI_ECONNABORTED);
+            return;
+        }
+        net.log_memory("accepted");
+    }
+
+    /// Connects an active connection whose route is resolved, once the
+    /// receive pool can give the peer its floor of credits (else it waits,
+    /// stage WaitPool, and progress retries).
+    fn start_connect(&mut self, ctx: &Ctx, conn_id: u32) {
+        let Some(net) = &mut self.net else { return };
+        let Some(addr) = net.conns.get(&conn_id).map(|c| c.peer) else { return };
+        let known = net.bank_mut(&addr).is_some_and(|b| b.contains(&addr));
+        if !known {
+            if !net.pool_room() {
+                self.conn_failed(conn_id, FI_ENOSPC);
+                return;
+            }
+            if !net.can_connect() {
+                if let Some(c) = net.conns.get_mut(&conn_id) {
+                    if c.stage != Stage::WaitPool {
+                        tracing::debug!("rdm: connection to {addr} waits for free receive buffers");
+                    }
+                    c.stage = Stage::WaitPool;
+                }
+                return;
+            }
+        }
+        if net.setup_qp(conn_id).is_err() {
+            self.conn_failed(conn_id, FI_EIO);
+            return;
+        }
+        let grant = net.admit(addr);
+        // Talking to ourselves: the passive half never sends, so it gets
+        // nothing; our share's grant goes to the active half in our accept.
+        let hello = net.hello(if addr == net.local { 0 } else { grant });
+        let (init, resp) = ctx.max_rd_atom;
+        let p = ConnParam {
+            private_data: &hello,
+            responder_resources: resp.clamp(0, 255) as u8,
+            initiator_depth: init.clamp(0, 255) as u8,
+            retry_count: 7,
+            rnr_retry_count: 7,
+        };
+        let conn = net.conns.get_mut(&conn_id).expect("present");
+        conn.stage = Stage::Connecting;
+        if let Err(e) = conn.id.connect(&p) {
+            tracing::warn!("rdm: rdma_connect to {addr} failed: {}", ioerr(e));
+            self.conn_failed(conn_id, FI_ECONNREFUSED);
         }
     }
 
@@ -1758,25 +2017,32 @@ impl Inner {
         let mut done: Vec<(TxDone, Option<i32>)> = Vec::new();
         let mut reads: Vec<u64> = Vec::new();
         let conn_ids: Vec<u32> = if is_peer_conn { net.peers[&addr].conns.clone() } else { vec![conn_id] };
+        let mut dead = Vec::new();
         for c in &conn_ids {
             if let Some(mut conn) = net.conns.remove(c) {
                 if conn.stage == Stage::Up {
                     let _ = conn.id.disconnect();
                 }
-                if let Some(res) = conn.res.take() {
-                    for d in res.slots.into_iter().flatten().flatten() {
-                        done.push((d, Some(err)));
-                    }
-                    for (_, op) in res.wr_ops {
+                for d in net.send.fail_conn(*c) {
+                    done.push((d, Some(err)));
+                }
+                if let Some(res) = conn.res.as_mut() {
+                    for (_, op) in res.wr_ops.drain() {
                         match op {
                             WrOp::Read(r) => reads.push(r),
                             WrOp::Rma(d) => done.push((d, Some(err))),
                         }
                     }
-                    net.cq_need = net.cq_need.saturating_sub(net.geo.cqes());
                 }
+                dead.push((*c, conn));
             }
         }
+        // The receive buffers promised to the peer wait until its QPs surely consume nothing more.
+        let limbo = match (&mut net.rx, is_peer_conn) {
+            (Some(p), true) => p.bank.retire(&addr),
+            _ => 0,
+        };
+        net.bury(dead, limbo);
         if is_peer_conn {
             if let Some(mut peer) = net.peers.remove(&addr) {
                 tracing::info!("rdm: lost the connection to {addr}; failing its operations ({err})");
@@ -1814,12 +2080,11 @@ impl Inner {
 }
 
 impl Net {
-    /// Forgets a connection without failing anything (tie-break loser).
+    /// Forgets a connection without failing anything (tie-break loser). The
+    /// peer keeps its share of the receive pool (the connection that wins
+    /// carries the same grant).
     fn drop_conn(&mut self, conn_id: u32) {
-        if let Some(mut conn) = self.conns.remove(&conn_id) {
-            if conn.res.take().is_some() {
-                self.cq_need = self.cq_need.saturating_sub(self.geo.cqes());
-            }
+        if let Some(conn) = self.conns.remove(&conn_id) {
             if let Some(p) = self.peers.get_mut(&conn.peer) {
                 p.conns.retain(|c| *c != conn_id);
                 if p.send_conn == Some(conn_id) {
@@ -1827,6 +2092,63 @@ impl Net {
                     p.ready = false;
                 }
             }
+            self.bury(vec![(conn_id, conn)], 0);
+        }
+    }
+
+    /// Keeps failed connections (QPs moved to the error state: they consume
+    /// nothing more) until their last completions are surely polled.
+    fn bury(&mut self, conns: Vec<(u32, Conn)>, limbo: u32) {
+        let shared = self.rx.is_some();
+        for (_, c) in &conns {
+            if let Some(qp) = c.id.qp() {
+                let _ = qp.to_error();
+            }
+            if c.res.is_some() {
+                self.cq_need = self.cq_need.saturating_sub(self.geo.cqes(shared));
+            }
+        }
+        if conns.is_empty() && limbo == 0 {
+            return;
+        }
+        let until = crate::capi::rdm_mem::coarse_ms() + GRAVE_MS;
+        self.graves.push(Grave { conns: conns.into_iter().collect(), limbo, until });
+    }
+
+    /// A shared receive buffer completed on the QP `qp_num` of a failed
+    /// connection: it consumed one of the buffers promised to that peer.
+    fn grave_arrival(&mut self, qp_num: u32) {
+        let conn = self.qpn.get(&qp_num).copied();
+        let grave = conn.and_then(|c| self.graves.iter_mut().find(|g| g.conns.iter().any(|(id, _)| *id == c)));
+        if let Some(p) = &mut self.rx {
+            match grave {
+                Some(g) if g.limbo > 0 => {
+                    g.limbo -= 1;
+                    p.bank.limbo_arrived();
+                }
+                // Nothing promised left (a misbehaving peer): counted against the free buffers.
+                _ => p.bank.limbo_arrived(),
+            }
+        }
+    }
+
+    /// Destroys the QPs of graves whose time is up; frees their send slots
+    /// and the receive buffers still in limbo.
+    fn expire_graves(&mut self, now: u64) {
+        while let Some(i) = self.graves.iter().position(|g| g.until <= now) {
+            let g = self.graves.swap_remove(i);
+            for (id, c) in &g.conns {
+                if let Some(qp) = c.id.qp() {
+                    if self.qpn.get(&qp.qp_num()) == Some(id) {
+                        self.qpn.remove(&qp.qp_num());
+                    }
+                }
+                self.send.release_conn(*id);
+            }
+            if let Some(p) = &mut self.rx {
+                p.bank.release_limbo(g.limbo);
+            }
+            drop(g);
         }
     }
 }

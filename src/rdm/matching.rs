@@ -1030,7 +1030,7 @@ mod tests {
         let m = Message::Rts { credits: 0, msg_id: 4, env: Envelope::default(), len: 5, segs: segs.clone() };
         let inc = Incoming::from_message(9, m).unwrap();
         assert_eq!((inc.kind, inc.body), (Kind::Msg, Body::Rndv(Rendezvous { msg_id: 4, len: 5, segs })));
-        assert!(Incoming::from_message(9, Message::Credit { credits: 1 }).is_none());
+        assert!(Incoming::from_message(9, Message::Credit { credits: 1, release: 0, recall: None }).is_none());
         assert!(Incoming::from_message(9, Message::Fin { credits: 1, msg_id: 1, len: 0 }).is_none());
     }
 

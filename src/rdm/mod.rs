@@ -34,7 +34,9 @@ pub mod credits;
 pub mod ep;
 pub mod matching;
 pub mod peer;
+pub mod pool;
 pub mod proto;
+pub mod srq;
 
 use credits::CreditConfig;
 
@@ -42,8 +44,19 @@ use credits::CreditConfig;
 pub const EAGER_SIZE_ENV: &str = "FI_RSVERBS_EAGER_SIZE";
 /// Default eager threshold.
 pub const DEFAULT_EAGER_SIZE: usize = 16384;
-/// Environment variable: receive buffers an RDM endpoint posts for each peer.
+/// Environment variable: the most credits (receive buffers) one peer may hold.
 pub const PEER_CREDITS_ENV: &str = "FI_RSVERBS_PEER_CREDITS";
+/// Environment variable: bounce buffers in an RDM endpoint's shared receive
+/// pool (default: the endpoint's rx_size); 0: no shared receive queue.
+pub const SRQ_SIZE_ENV: &str = "FI_RSVERBS_SRQ_SIZE";
+/// Environment variable: send slots (staging buffers) of an RDM endpoint.
+pub const SEND_SLOTS_ENV: &str = "FI_RSVERBS_SEND_SLOTS";
+/// Smallest shared pool (room for the floors of a few peers).
+pub const MIN_SRQ_SIZE: u32 = 16;
+/// Default send slots per endpoint.
+pub const DEFAULT_SEND_SLOTS: usize = 64;
+/// Fewest send slots (one message and a CREDIT can always leave).
+pub const MIN_SEND_SLOTS: usize = 4;
 
 /// Settings of RDM endpoints.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,11 +65,16 @@ pub struct RdmConfig {
     /// Zero-length messages are always eager. At most `proto::MAX_EAGER`.
     pub eager_size: usize,
     pub credits: CreditConfig,
+    /// Shared receive pool size: None = the endpoint's rx_size; Some(0) = no
+    /// SRQ (per-connection receive buffers); else at least `MIN_SRQ_SIZE`.
+    pub srq_size: Option<u32>,
+    /// Send slots of an endpoint, shared by its connections.
+    pub send_slots: usize,
 }
 
 impl Default for RdmConfig {
     fn default() -> Self {
-        RdmConfig { eager_size: DEFAULT_EAGER_SIZE, credits: CreditConfig::default() }
+        RdmConfig { eager_size: DEFAULT_EAGER_SIZE, credits: CreditConfig::default(), srq_size: None, send_slots: DEFAULT_SEND_SLOTS }
     }
 }
 
@@ -90,7 +108,28 @@ impl RdmConfig {
                 CreditConfig::new(n).unwrap_or_default()
             }
         };
-        RdmConfig { eager_size, credits }
+        let srq_size = num(SRQ_SIZE_ENV).map(|n| match n {
+            0 => 0,
+            n if n < MIN_SRQ_SIZE as u64 => {
+                tracing::warn!("{SRQ_SIZE_ENV}={n} is below {MIN_SRQ_SIZE}; using {MIN_SRQ_SIZE}");
+                MIN_SRQ_SIZE
+            }
+            n => u32::try_from(n).unwrap_or(u32::MAX).min(1 << 20),
+        });
+        let send_slots = match num(SEND_SLOTS_ENV) {
+            None => DEFAULT_SEND_SLOTS,
+            Some(n) => (n.min(1 << 16) as usize).max(MIN_SEND_SLOTS),
+        };
+        RdmConfig { eager_size, credits, srq_size, send_slots }
+    }
+
+    /// The shared pool's size for an endpoint with `rx_size` (None: no SRQ).
+    pub fn pool_size(&self, rx_size: usize) -> Option<u32> {
+        match self.srq_size {
+            Some(0) => None,
+            Some(n) => Some(n),
+            None => Some((rx_size.min(1 << 20) as u32).max(MIN_SRQ_SIZE)),
+        }
     }
 
     pub fn from_env() -> RdmConfig {
@@ -144,5 +183,17 @@ mod tests {
         let c = RdmConfig::from_lookup(lookup(&[(EAGER_SIZE_ENV, "lots"), (PEER_CREDITS_ENV, "1000000")]));
         assert_eq!(c.eager_size, DEFAULT_EAGER_SIZE);
         assert_eq!(c.credits.bufs_per_peer, u16::MAX);
+
+        let c = RdmConfig::from_lookup(lookup(&[]));
+        assert_eq!((c.srq_size, c.send_slots), (None, DEFAULT_SEND_SLOTS));
+        assert_eq!(c.pool_size(384), Some(384), "the pool follows rx_size");
+        assert_eq!(c.pool_size(4), Some(MIN_SRQ_SIZE));
+        let c = RdmConfig::from_lookup(lookup(&[(SRQ_SIZE_ENV, "0"), (SEND_SLOTS_ENV, "1")]));
+        assert_eq!(c.pool_size(384), None, "0: no shared receive queue");
+        assert_eq!(c.send_slots, MIN_SEND_SLOTS);
+        let c = RdmConfig::from_lookup(lookup(&[(SRQ_SIZE_ENV, "5")]));
+        assert_eq!(c.pool_size(384), Some(MIN_SRQ_SIZE));
+        let c = RdmConfig::from_lookup(lookup(&[(SRQ_SIZE_ENV, "1000")]));
+        assert_eq!(c.pool_size(384), Some(1000));
     }
 }

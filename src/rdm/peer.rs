@@ -9,6 +9,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use super::credits::PeerFlow;
+use super::srq::Bank;
 use super::proto::{Envelope, Segment};
 use crate::capi::rdm_mem::RegBuf;
 use crate::verbs::cm::CmId;
@@ -103,18 +104,19 @@ pub enum WrOp {
 pub enum Stage {
     /// Active: address and route resolution (rdma-cm events pending).
     Resolving,
+    /// Active: route resolved, waiting for the receive pool to have a new
+    /// peer's floor of credits free (our HELLO must grant some).
+    WaitPool,
     /// Active: connect request sent; passive: accepted, waiting for ESTABLISHED.
     Connecting,
     Up,
 }
 
-/// The queue pair's buffers and send-queue bookkeeping.
+/// The queue pair's own buffers and send-queue bookkeeping (send slots are
+/// the endpoint's, `pool::SendPool`).
 pub struct QpRes {
-    pub recv: Arc<RegBuf>,
-    pub send: Arc<RegBuf>,
-    /// Send slots: the completion owed when the work request using the slot completes.
-    pub slots: Vec<Option<Option<TxDone>>>,
-    pub free_slots: Vec<u32>,
+    /// The QP's own receive buffers (no shared receive queue); None with an SRQ.
+    pub recv: Option<Arc<RegBuf>>,
     /// Other send-queue work requests (RDMA READ/WRITE, atomics) by index.
     pub wr_ops: HashMap<u32, WrOp>,
     pub free_wrs: Vec<u32>,
@@ -146,6 +148,9 @@ pub struct Peer {
     pub ready: bool,
     /// Flow control, once the peer's HELLO is known.
     pub flow: Option<PeerFlow<Out>>,
+    /// Without a shared receive queue: the credit bank of this peer's own
+    /// receive buffers (with one, the endpoint's pool has the bank).
+    pub rx_bank: Option<Bank<SocketAddr>>,
     /// Messages waiting for the connection (moved into `flow` when it is up).
     pub pre: VecDeque<Out>,
     pub reads: VecDeque<ReadPiece>,
@@ -161,6 +166,7 @@ impl Peer {
             conns: Vec::new(),
             ready: false,
             flow: None,
+            rx_bank: None,
             pre: VecDeque::new(),
             reads: VecDeque::new(),
             rma: VecDeque::new(),
@@ -296,6 +302,8 @@ pub fn decide_request(local: &SocketAddr, peer: &SocketAddr, own: OwnConn) -> Re
 pub const REJECT_TIE_BREAK: u8 = 1;
 pub const REJECT_DUPLICATE: u8 = 2;
 pub const REJECT_BAD_HELLO: u8 = 3;
+/// Version 2: the receive pool cannot take one more peer (it could not grow).
+pub const REJECT_NO_BUFFERS: u8 = 4;
 
 pub fn reject_data(reason: u8) -> [u8; 2] {
     [super::proto::VERSION, reason]

@@ -1,4 +1,4 @@
-//! The RDM wire protocol, version 1 (docs/rdm-protocol.md has the byte layout).
+//! The RDM wire protocol, version 2 (docs/rdm-protocol.md has the byte layout).
 //!
 //! Every message starts with a fixed 40-byte little-endian header. The
 //! encoding is *canonical*: every field has exactly one accepted value for a
@@ -16,7 +16,7 @@ use std::fmt;
 use crate::error::FiError;
 
 /// Protocol version carried in byte 0 of every header.
-pub const VERSION: u8 = 1;
+pub const VERSION: u8 = 2;
 /// Size of the fixed header.
 pub const HEADER_LEN: usize = 40;
 /// Size of one rendezvous segment descriptor (after an RTS header).
@@ -35,6 +35,10 @@ pub const F_TAGGED: u16 = 1 << 0;
 /// Header flag: the message carries remote CQ data (the data field is meaningful).
 pub const F_REMOTE_CQ_DATA: u16 = 1 << 1;
 const DATA_FLAGS: u16 = F_TAGGED | F_REMOTE_CQ_DATA;
+/// Header flag (CREDIT only, version 2): the sender of the message asks the
+/// receiver to keep at most `len` of the sender's credits and to release the
+/// rest (see `credits.rs`, recall).
+pub const F_RECALL: u16 = 1 << 2;
 
 /// Message types.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -119,8 +123,14 @@ pub enum Message<'a> {
         msg_id: u64,
         err: u16,
     },
+    /// `release`: credits for the *receiver's* buffers the sender hands back
+    /// unused (on top of the one this message itself consumes). `recall`:
+    /// the sender asks the receiver to keep at most this many credits for the
+    /// sender's buffers and release the rest.
     Credit {
         credits: u16,
+        release: u16,
+        recall: Option<u16>,
     },
 }
 
@@ -405,12 +415,21 @@ pub fn decode(buf: &[u8]) -> Result<Message<'_>, ProtoError> {
             Ok(Message::Nack { credits: h.credits, msg_id: h.msg_id, err: h.aux })
         }
         Op::Credit => {
-            h.control()?;
-            no_body()?;
-            if h.aux != 0 || h.msg_id != 0 || h.len != 0 {
+            if h.flags & !F_RECALL != 0 {
+                return Err(ProtoError::Flags { op: h.op, flags: h.flags });
+            }
+            if h.tag != 0 || h.data != 0 || h.msg_id != 0 {
                 return Err(ProtoError::Field("credit message field"));
             }
-            Ok(Message::Credit { credits: h.credits })
+            no_body()?;
+            let recall = if h.flags & F_RECALL != 0 {
+                Some(u16::try_from(h.len).map_err(|_| ProtoError::Field("recall target"))?)
+            } else if h.len != 0 {
+                return Err(ProtoError::Field("credit message field"));
+            } else {
+                None
+            };
+            Ok(Message::Credit { credits: h.credits, release: h.aux, recall })
         }
     }
 }
@@ -444,7 +463,7 @@ impl<'a> Message<'a> {
             | Message::Rts { credits, .. }
             | Message::Fin { credits, .. }
             | Message::Nack { credits, .. }
-            | Message::Credit { credits } => *credits,
+            | Message::Credit { credits, .. } => *credits,
         }
     }
 
@@ -483,7 +502,15 @@ impl<'a> Message<'a> {
                 }
                 Header { version: VERSION, op: Op::RndvNack as u8, credits: *credits, msg_id: *msg_id, aux: *err, ..Default::default() }
             }
-            Message::Credit { credits } => Header { version: VERSION, op: Op::Credit as u8, credits: *credits, ..Default::default() },
+            Message::Credit { credits, release, recall } => Header {
+                version: VERSION,
+                op: Op::Credit as u8,
+                flags: if recall.is_some() { F_RECALL } else { 0 },
+                credits: *credits,
+                aux: *release,
+                len: recall.map_or(0, u64::from),
+                ..Default::default()
+            },
         };
         let need = self.encoded_len();
         if out.len() < need {
@@ -513,35 +540,48 @@ impl<'a> Message<'a> {
     }
 }
 
-/// Most bytes of an endpoint name a HELLO carries (HELLO_MAX_LEN - 4).
-pub const HELLO_MAX_NAME: usize = 52;
+/// Most bytes of an endpoint name a HELLO carries (HELLO_MAX_LEN - 6).
+pub const HELLO_MAX_NAME: usize = 50;
+/// Fixed part of a HELLO.
+pub const HELLO_FIXED: usize = 6;
 /// Largest HELLO: fits the 56 bytes of private data an IB/RoCE connect request carries.
-pub const HELLO_MAX_LEN: usize = 4 + HELLO_MAX_NAME;
+pub const HELLO_MAX_LEN: usize = HELLO_FIXED + HELLO_MAX_NAME;
 
 /// The connection handshake, carried in the rdma-cm private data of the
 /// connect request (from the connecting endpoint) and of the accept (back):
-/// the protocol version, the receive buffers the sender dedicates to the peer
-/// (the peer's initial credits), and the sender's endpoint name (what the
-/// peer's address vector holds for it, so the passive side can map the new
-/// QP to an fi_addr; empty in the accept).
+/// the protocol version, the peer's initial credits (`grant`: receive buffers
+/// the sender of the HELLO has set aside for the peer, possibly 0), the most
+/// credits the sender will ever let the peer hold (`max_credits`), and the
+/// sender's endpoint name (what the peer's address vector holds for it, so the
+/// passive side can map the new QP to an fi_addr; empty in the accept).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Hello {
-    pub bufs_per_peer: u16,
+    pub grant: u16,
+    pub max_credits: u16,
     pub name: Vec<u8>,
 }
 
 impl Hello {
+    fn check(grant: u16, max_credits: u16) -> Result<(), ProtoError> {
+        if max_credits < super::credits::MIN_CREDITS {
+            return Err(ProtoError::Field("hello max credits"));
+        }
+        if grant > max_credits {
+            return Err(ProtoError::Field("hello grant"));
+        }
+        Ok(())
+    }
+
     pub fn encode(&self) -> Result<Vec<u8>, ProtoError> {
         if self.name.len() > HELLO_MAX_NAME {
             return Err(ProtoError::TooLarge(self.name.len() as u64));
         }
-        if self.bufs_per_peer < super::credits::MIN_CREDITS {
-            return Err(ProtoError::Field("hello buffers per peer"));
-        }
-        let mut v = Vec::with_capacity(4 + self.name.len());
+        Hello::check(self.grant, self.max_credits)?;
+        let mut v = Vec::with_capacity(HELLO_FIXED + self.name.len());
         v.push(VERSION);
         v.push(self.name.len() as u8);
-        v.extend_from_slice(&self.bufs_per_peer.to_le_bytes());
+        v.extend_from_slice(&self.grant.to_le_bytes());
+        v.extend_from_slice(&self.max_credits.to_le_bytes());
         v.extend_from_slice(&self.name);
         Ok(v)
     }
@@ -549,27 +589,28 @@ impl Hello {
     /// Decodes private data. Bytes after the name must be zero: rdma-cm may
     /// deliver the private data padded with zeros to the transport's size.
     pub fn decode(b: &[u8]) -> Result<Hello, ProtoError> {
-        if b.len() < 4 {
-            return Err(ProtoError::Short { need: 4, got: b.len() });
+        if b.is_empty() {
+            return Err(ProtoError::Short { need: HELLO_FIXED, got: 0 });
         }
         if b[0] != VERSION {
             return Err(ProtoError::Version(b[0]));
+        }
+        if b.len() < HELLO_FIXED {
+            return Err(ProtoError::Short { need: HELLO_FIXED, got: b.len() });
         }
         let n = b[1] as usize;
         if n > HELLO_MAX_NAME {
             return Err(ProtoError::TooLarge(n as u64));
         }
-        if b.len() < 4 + n {
-            return Err(ProtoError::Short { need: 4 + n, got: b.len() });
+        if b.len() < HELLO_FIXED + n {
+            return Err(ProtoError::Short { need: HELLO_FIXED + n, got: b.len() });
         }
-        if b[4 + n..].iter().any(|&x| x != 0) {
-            return Err(ProtoError::Length { expected: (4 + n) as u64, got: b.len() as u64 });
+        if b[HELLO_FIXED + n..].iter().any(|&x| x != 0) {
+            return Err(ProtoError::Length { expected: (HELLO_FIXED + n) as u64, got: b.len() as u64 });
         }
-        let bufs_per_peer = rd16(b, 2);
-        if bufs_per_peer < super::credits::MIN_CREDITS {
-            return Err(ProtoError::Field("hello buffers per peer"));
-        }
-        Ok(Hello { bufs_per_peer, name: b[4..4 + n].to_vec() })
+        let (grant, max_credits) = (rd16(b, 2), rd16(b, 4));
+        Hello::check(grant, max_credits)?;
+        Ok(Hello { grant, max_credits, name: b[HELLO_FIXED..HELLO_FIXED + n].to_vec() })
     }
 }
 
@@ -686,8 +727,8 @@ pub(crate) mod tests {
         assert_eq!(decode(&[]), Err(ProtoError::Short { need: 40, got: 0 }));
         // Version.
         let mut b = good.clone();
-        b[0] = 2;
-        assert_eq!(decode(&b), Err(ProtoError::Version(2)));
+        b[0] = 1;
+        assert_eq!(decode(&b), Err(ProtoError::Version(1)), "version 1 peers are refused");
         // Op.
         let mut b = good.clone();
         b[1] = 0;
@@ -696,8 +737,11 @@ pub(crate) mod tests {
         assert_eq!(decode(&b), Err(ProtoError::Op(6)));
         // Unknown flag.
         let mut b = good.clone();
-        b[2] = 0x04;
+        b[2] = 0x08;
         assert!(matches!(decode(&b), Err(ProtoError::Flags { .. })));
+        let mut b = good.clone();
+        b[2] = F_RECALL as u8;
+        assert!(matches!(decode(&b), Err(ProtoError::Flags { .. })), "F_RECALL is for CREDIT only");
         // Tag without F_TAGGED.
         let mut b = good.clone();
         b[8] = 1;
@@ -782,14 +826,34 @@ pub(crate) mod tests {
         let mut b = nack.clone();
         b[6] = 0;
         assert_eq!(decode(&b), Err(ProtoError::Field("nack error code")));
-        let credit = Message::Credit { credits: 4 }.to_vec().unwrap();
+        let credit = Message::Credit { credits: 4, release: 0, recall: None }.to_vec().unwrap();
         let mut b = credit.clone();
         b[24] = 1;
         assert!(matches!(decode(&b), Err(ProtoError::Field(_))));
+        // Version 2 CREDIT: release in aux, recall target in len under F_RECALL.
+        let c = Message::Credit { credits: 4, release: 7, recall: Some(9) };
+        let b = c.to_vec().unwrap();
+        assert_eq!(&b[2..4], &F_RECALL.to_le_bytes());
+        assert_eq!(&b[6..8], &7u16.to_le_bytes(), "aux = released credits");
+        assert_eq!(&b[32..40], &9u64.to_le_bytes(), "len = recall target");
+        assert_eq!(decode(&b), Ok(c));
+        let mut v = b.clone();
+        v[2..4].fill(0);
+        assert_eq!(decode(&v), Err(ProtoError::Field("credit message field")), "len without F_RECALL");
+        let mut v = b.clone();
+        v[32..40].copy_from_slice(&70000u64.to_le_bytes());
+        assert_eq!(decode(&v), Err(ProtoError::Field("recall target")));
+        let mut v = b.clone();
+        v[2] |= F_TAGGED as u8;
+        assert!(matches!(decode(&v), Err(ProtoError::Flags { .. })));
+        // F_RECALL only on CREDIT.
+        let mut v = Message::Fin { credits: 0, msg_id: 1, len: 0 }.to_vec().unwrap();
+        v[2] = F_RECALL as u8;
+        assert!(matches!(decode(&v), Err(ProtoError::Flags { .. })));
         assert_eq!(Message::Nack { credits: 0, msg_id: 1, err: 0 }.to_vec(), Err(ProtoError::Field("nack error code")));
         // Encoding into a small buffer fails cleanly.
         let mut small = [0u8; 39];
-        assert_eq!(Message::Credit { credits: 1 }.encode(&mut small), Err(ProtoError::BufferTooSmall { need: 40, got: 39 }));
+        assert_eq!(Message::Credit { credits: 1, release: 0, recall: None }.encode(&mut small), Err(ProtoError::BufferTooSmall { need: 40, got: 39 }));
         assert_eq!(ProtoError::BufferTooSmall { need: 1, got: 0 }.fi_error(), FiError::TOOSMALL);
         assert_eq!(ProtoError::Version(9).fi_error(), FiError::IO);
     }
@@ -817,7 +881,7 @@ pub(crate) mod tests {
             }
             2 => Message::Fin { credits, msg_id, len: r.below(MAX_MSG_LEN + 1) },
             3 => Message::Nack { credits, msg_id, err: 1 + r.below(u16::MAX as u64) as u16 },
-            _ => Message::Credit { credits },
+            _ => Message::Credit { credits, release: r.next() as u16, recall: if r.chance(1, 2) { Some(r.next() as u16) } else { None } },
         }
     }
 
@@ -892,9 +956,9 @@ pub(crate) mod tests {
 
     #[test]
     fn hello_roundtrip_and_validation() {
-        let h = Hello { bufs_per_peer: 32, name: (0..28).collect() };
+        let h = Hello { grant: 5, max_credits: 32, name: (0..28).collect() };
         let b = h.encode().unwrap();
-        assert_eq!(&b[..4], &[VERSION, 28, 32, 0]);
+        assert_eq!(&b[..6], &[VERSION, 28, 5, 0, 32, 0]);
         assert_eq!(Hello::decode(&b), Ok(h.clone()));
         // Zero padding (as rdma-cm delivers it) is accepted; anything else after the name is not.
         let mut p = b.clone();
@@ -902,19 +966,28 @@ pub(crate) mod tests {
         assert_eq!(Hello::decode(&p), Ok(h.clone()));
         p[55] = 1;
         assert!(Hello::decode(&p).is_err());
-        assert_eq!(Hello::decode(&b[..3]), Err(ProtoError::Short { need: 4, got: 3 }));
-        assert_eq!(Hello::decode(&b[..20]), Err(ProtoError::Short { need: 32, got: 20 }));
+        assert_eq!(Hello::decode(&b[..5]), Err(ProtoError::Short { need: 6, got: 5 }));
+        assert_eq!(Hello::decode(&b[..20]), Err(ProtoError::Short { need: 34, got: 20 }));
+        // A version-1 HELLO (4-byte fixed part) is told apart by its version byte.
+        assert_eq!(Hello::decode(&[1, 0, 32, 0]), Err(ProtoError::Version(1)));
         let mut v = b.clone();
         v[0] = 9;
         assert_eq!(Hello::decode(&v), Err(ProtoError::Version(9)));
         let mut v = b.clone();
-        v[1] = 53;
-        assert_eq!(Hello::decode(&v), Err(ProtoError::TooLarge(53)));
+        v[1] = 51;
+        assert_eq!(Hello::decode(&v), Err(ProtoError::TooLarge(51)));
         let mut v = b.clone();
-        v[2..4].copy_from_slice(&2u16.to_le_bytes());
-        assert!(Hello::decode(&v).is_err(), "fewer buffers than the credit rules need");
-        assert!(Hello { bufs_per_peer: 32, name: vec![0; 53] }.encode().is_err());
-        assert_eq!(Hello { bufs_per_peer: 3, name: vec![1; HELLO_MAX_NAME] }.encode().unwrap().len(), HELLO_MAX_LEN);
+        v[4..6].copy_from_slice(&2u16.to_le_bytes());
+        assert!(Hello::decode(&v).is_err(), "a maximum below what the credit rules need");
+        let mut v = b.clone();
+        v[2..4].copy_from_slice(&33u16.to_le_bytes());
+        assert_eq!(Hello::decode(&v), Err(ProtoError::Field("hello grant")), "a grant above the maximum");
+        // A zero grant is valid (the pool had nothing free).
+        let z = Hello { grant: 0, max_credits: 3, name: vec![] };
+        assert_eq!(Hello::decode(&z.encode().unwrap()), Ok(z));
+        assert!(Hello { grant: 0, max_credits: 32, name: vec![0; 51] }.encode().is_err());
+        assert_eq!(Hello { grant: 3, max_credits: 3, name: vec![1; HELLO_MAX_NAME] }.encode().unwrap().len(), HELLO_MAX_LEN);
+        assert!(HELLO_MAX_LEN <= 56);
         let mut r = Rng::new(4);
         for _ in 0..20_000 {
             let n = r.below(70) as usize;

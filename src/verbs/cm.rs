@@ -12,7 +12,7 @@ use std::sync::Arc;
 use once_cell::sync::OnceCell;
 use rdma_sys as ffi;
 
-use super::{check, errno, Context, Cq, Errno, Pd, Qp, QpCaps};
+use super::{check, errno, Context, Cq, Errno, Pd, Qp, QpCaps, Srq};
 use crate::sys;
 
 /// An rdma-cm event channel (non-blocking fd).
@@ -323,6 +323,7 @@ impl CmId {
         pd: &Arc<Pd>,
         send_cq: &Cq,
         recv_cq: &Cq,
+        srq: Option<&Srq>,
         caps: QpCaps,
         keep: Vec<Arc<dyn Send + Sync>>,
     ) -> Result<&Qp, Errno> {
@@ -336,11 +337,18 @@ impl CmId {
         a.qp_type = ffi::ibv_qp_type::IBV_QPT_RC;
         a.sq_sig_all = 0;
         a.cap.max_send_wr = caps.max_send_wr;
-        a.cap.max_recv_wr = caps.max_recv_wr;
         a.cap.max_send_sge = caps.max_send_sge;
-        a.cap.max_recv_sge = caps.max_recv_sge;
         a.cap.max_inline_data = caps.max_inline;
-        // SAFETY: valid id (bound to pd's device), valid PD and CQs, valid attributes.
+        match srq {
+            // Receives come from the SRQ: the QP has no receive queue of its own.
+            Some(s) => a.srq = s.raw(),
+            None => {
+                a.cap.max_recv_wr = caps.max_recv_wr;
+                a.cap.max_recv_sge = caps.max_recv_sge;
+            }
+        }
+        // SAFETY: valid id (bound to pd's device), valid PD, CQs and SRQ (the
+        // caller keeps the SRQ alive in `keep`), valid attributes.
         check(unsafe { ffi::rdma_create_qp(self.raw(), pd_raw(pd), &mut a) })?;
         // SAFETY: on success the id's qp field holds the new QP.
         let qp = NonNull::new(unsafe { (*self.raw()).qp }).ok_or(libc::EIO)?;

@@ -693,3 +693,61 @@ impl Qp {
         check(unsafe { ffi::ibv_modify_qp(self.ptr.as_ptr(), &mut a, ffi::ibv_qp_attr_mask::IBV_QP_STATE.0 as i32) })
     }
 }
+
+/// A shared receive queue: receive buffers posted once, consumed by whichever
+/// QP attached to it a message arrives on (the completion's `qp_num` says which).
+#[derive(Debug)]
+pub struct Srq {
+    ptr: NonNull<ffi::ibv_srq>,
+    /// Work requests the SRQ holds (as the device granted, >= the request).
+    pub max_wr: u32,
+    _pd: Arc<Pd>,
+}
+// SAFETY: ibv_post_srq_recv is thread-safe in libibverbs providers; the handle
+// is freed only in Drop.
+unsafe impl Send for Srq {}
+// SAFETY: as above.
+unsafe impl Sync for Srq {}
+
+impl Pd {
+    /// Creates a shared receive queue of at least `max_wr` work requests with
+    /// `max_sge` scatter entries each.
+    pub fn create_srq(self: &Arc<Self>, max_wr: u32, max_sge: u32) -> Result<Srq, Errno> {
+        // SAFETY: ibv_srq_init_attr is POD; zero is valid (no context, no limit).
+        let mut a: ffi::ibv_srq_init_attr = unsafe { std::mem::zeroed() };
+        a.attr.max_wr = max_wr;
+        a.attr.max_sge = max_sge;
+        // SAFETY: valid PD and attributes; the driver writes the granted sizes back.
+        let p = unsafe { ffi::ibv_create_srq(self.ptr.as_ptr(), &mut a) };
+        let ptr = NonNull::new(p).ok_or_else(errno)?;
+        Ok(Srq { ptr, max_wr: a.attr.max_wr, _pd: self.clone() })
+    }
+}
+
+impl Srq {
+    /// Posts one receive work request. `Err(ENOMEM)` means the queue is full.
+    pub fn post_recv(&self, wr_id: u64, sges: &[Iov]) -> Result<(), Errno> {
+        let mut wr = ffi::ibv_recv_wr {
+            wr_id,
+            next: std::ptr::null_mut(),
+            sg_list: sges.as_ptr() as *mut ffi::ibv_sge,
+            num_sge: sges.len() as i32,
+        };
+        let mut bad: *mut ffi::ibv_recv_wr = std::ptr::null_mut();
+        // SAFETY: valid SRQ; `wr` and the SGE array outlive the call (copied by the
+        // driver); the SGEs were built under Iov::new's contract.
+        check(unsafe { ffi::ibv_post_srq_recv(self.ptr.as_ptr(), &mut wr, &mut bad) })
+    }
+
+    pub(crate) fn raw(&self) -> *mut ffi::ibv_srq {
+        self.ptr.as_ptr()
+    }
+}
+
+impl Drop for Srq {
+    fn drop(&mut self) {
+        // SAFETY: we own the SRQ; every QP attached to it holds an Arc to it
+        // (keep-alive list), so none is left.
+        unsafe { ffi::ibv_destroy_srq(self.ptr.as_ptr()) };
+    }
+}
