@@ -98,6 +98,9 @@ CTESTS=(
   rdm_rma:rdm_rma
   rdm_source:rdm_source
   rdm_large:rdm_large
+  rdm_manypeers:rdm_manypeers
+  rdm_manypeers_small:rdm_manypeers:small
+  rdm_manypeers_perqp:rdm_manypeers:perqp
 )
 CTEST_TIMEOUT="${CTEST_TIMEOUT:-180}"
 

@@ -8,27 +8,30 @@
 //! * [`matching`]: posted and unexpected queues for FI_MSG and FI_TAGGED,
 //!   multi-receive buffers, peek/claim/discard, cancel, truncation. It returns
 //!   [`matching::Action`]s for the caller to carry out.
-//! * [`credits`]: per-peer flow control, so a send never finds the receiver
-//!   without a posted buffer.
+//! * [`credits`]: per-peer flow control, send side, so a send never finds the
+//!   receiver without a posted buffer.
+//! * [`srq`]: the credit bank that shares an endpoint's receive pool among
+//!   its peers; [`pool`]: the registered receive pool (on an SRQ) and send slots.
 //!
-//! Connection setup: each side puts a [`proto::Hello`] (its buffers per peer
-//! and, from the connecting side, its endpoint name) in the rdma-cm private
-//! data, posts `bufs_per_peer` bounce buffers of [`RdmConfig::bounce_size`]
-//! bytes on the new QP before it can receive, and creates its
-//! `credits::PeerFlow::new(local, hello.bufs_per_peer)`.
+//! Connection setup: each side puts a [`proto::Hello`] (its grant to the
+//! peer, the most it will ever grant, and, from the connecting side, its
+//! endpoint name) in the rdma-cm private data, attaches the new QP to its
+//! shared receive queue (or, without one, posts the QP's own buffers of
+//! [`RdmConfig::bounce_size`] bytes), and creates its
+//! `credits::PeerFlow::new(hello.grant, hello.max_credits)`.
 //!
 //! How the pieces fit, per received bounce buffer (receive completion of
 //! `n` bytes on the QP of peer `src`):
-//! 1. `proto::decode(&buf[..n])`. On error: log, repost the buffer, count it
-//!    with `PeerFlow::reposted(1)`, ignore its credit grant, stop.
-//! 2. `flow[src].granted(msg.credits())`.
+//! 1. `proto::decode(&buf[..n])`. On error: log, ignore its credit grant, go to 4.
+//! 2. `flow[src].granted(msg.credits())` (and `recalled` for a recall).
 //! 3. EAGER/RTS: `Matcher::arrive(Incoming::from_message(src, msg))`, carry
 //!    out the action (copy / start reads / nothing if queued). FIN/NACK: finish
 //!    the matching rendezvous send (FIN: success; NACK: error `err`). CREDIT:
 //!    nothing more.
-//! 4. Once the bytes are out of the bounce buffer (copied, or the RTS's segment
-//!    list taken): repost it and call `flow[src].reposted(1)`.
-//! 5. Drain `flow[src].next_send()` onto the QP (also after every push).
+//! 4. `bank.arrived(src, release)`; once the bytes are out of the bounce
+//!    buffer (copied, or the RTS's segment list taken): repost it and call
+//!    `bank.reposted(src)`, which gives the credit to `src` or to a peer in need.
+//! 5. Drain `flow[p].next_send(bank.share(p))` onto the QPs (also after every push).
 
 pub mod credits;
 pub mod ep;
