@@ -98,6 +98,13 @@ CTESTS=(
   rdm_rma:rdm_rma
   rdm_source:rdm_source
   rdm_large:rdm_large
+  rdm_multi:rdm_multi
+  rdm_unexpected:rdm_unexpected
+  rdm_multirecv:rdm_multirecv
+  rdm_peek:rdm_peek
+  rdm_atomic:rdm_atomic
+  rdm_simul:rdm_simul
+  rdm_peerkill:rdm_peerkill
 )
 CTEST_TIMEOUT="${CTEST_TIMEOUT:-180}"
 
