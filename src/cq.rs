@@ -183,13 +183,56 @@ pub fn status_to_err(status: u32) -> i32 {
 
 #[derive(Default)]
 struct State {
-    /// Successful completions waiting behind an error, or made in software.
-    pending: VecDeque<Completion>,
-    errors: VecDeque<CqErr>,
+    /// Completions and error entries already taken from the verbs CQ or made
+    /// in software, in the order they happened: a success queued before an
+    /// error is read before it (an error must not overtake, e.g., the earlier
+    /// messages of a multi-receive buffer it releases).
+    queue: VecDeque<Result<Completion, CqErr>>,
+    /// Error entries in `queue`.
+    nerr: usize,
     last_err_data: Vec<u8>,
     /// Contexts that did not fit in a work-request id.
     stash: Vec<Option<u64>>,
     stash_free: Vec<usize>,
+}
+
+impl State {
+    fn push_ok(&mut self, c: Completion) {
+        self.queue.push_back(Ok(c));
+    }
+
+    fn push_err(&mut self, e: CqErr) {
+        self.queue.push_back(Err(e));
+        self.nerr += 1;
+    }
+
+    /// Hands out queued successes up to `max` or the first error entry.
+    fn pop_ready(&mut self, max: usize, out: &mut dyn FnMut(&Completion)) -> usize {
+        let mut n = 0;
+        while n < max {
+            match self.queue.front() {
+                Some(Ok(c)) => {
+                    out(c);
+                    self.queue.pop_front();
+                    n += 1;
+                }
+                _ => break,
+            }
+        }
+        n
+    }
+
+    fn head_is_err(&self) -> bool {
+        matches!(self.queue.front(), Some(Err(_)))
+    }
+
+    /// The first error entry (normally at the head: fi_cq_read said FI_EAVAIL).
+    fn pop_err(&mut self) -> Option<CqErr> {
+        let pos = self.queue.iter().position(|e| e.is_err())?;
+        let Some(Err(e)) = self.queue.remove(pos) else { unreachable!("position of an error") };
+        self.nerr -= 1;
+        Some(e)
+    }
 }
 
 /// An object whose completions this CQ reports but which makes progress in
@@ -437,7 +480,7 @@ impl Cq {
 
     /// Queues a completion made in software and wakes waiters.
     pub fn push_completion(&self, c: Completion) {
-        self.state.lock().pending.push_back(c);
+        self.state.lock().push_ok(c);
         if let Some(w) = &self.wait {
             w.signal();
         }
@@ -445,7 +488,7 @@ impl Cq {
 
     /// Queues an error completion made in software and wakes waiters.
     pub fn push_error(&self, e: CqErr) {
-        self.state.lock().errors.push_back(e);
+        self.state.lock().push_err(e);
         if let Some(w) = &self.wait {
             w.signal();
         }
@@ -504,23 +547,12 @@ impl Cq {
             return Ok(0);
         }
         let mut st = self.state.lock();
-        if !st.errors.is_empty() {
-            return Err(FiError::AVAIL);
-        }
-        let mut n = 0;
-        while n < max {
-            match st.pending.pop_front() {
-                Some(c) => {
-                    out(&c);
-                    n += 1;
-                }
-                None => break,
-            }
-        }
+        // What is queued first, up to the first error entry.
+        let mut n = st.pop_ready(max, out);
         const MAXB: usize = 64;
         let mut wcs = verbs::WcBuf::<MAXB>::new();
         let mut cache = None;
-        while n < max {
+        while n < max && st.queue.is_empty() {
             let want = (max - n).clamp(self.bunch.min(MAXB), MAXB);
             let polled = match self.cq.poll_buf(&mut wcs, want) {
                 Ok(g) => g,
@@ -533,24 +565,24 @@ impl Cq {
             for wc in polled {
                 match self.translate(&mut st, &mut cache, wc) {
                     None => {}
-                    Some(Err(e)) => st.errors.push_back(e),
+                    Some(Err(e)) => st.push_err(e),
                     Some(Ok(c)) => {
-                        if st.errors.is_empty() && n < max {
+                        if st.queue.is_empty() && n < max {
                             out(&c);
                             n += 1;
                         } else {
-                            st.pending.push_back(c);
+                            st.push_ok(c);
                         }
                     }
                 }
             }
-            if !st.errors.is_empty() || got < want {
+            if got < want {
                 break;
             }
         }
         if n > 0 {
             Ok(n)
-        } else if !st.errors.is_empty() {
+        } else if st.head_is_err() {
             Err(FiError::AVAIL)
         } else {
             Err(FiError::AGAIN)
@@ -561,13 +593,13 @@ impl Cq {
     pub fn read_err(&self) -> FiResult<(CqErr, *const u8)> {
         self.run_hooks();
         let mut st = self.state.lock();
-        if st.errors.is_empty() {
+        if st.nerr == 0 {
             drop(st);
             // An error may still sit in the verbs CQ: pull completions forward.
             self.poll_into_pending();
             st = self.state.lock();
         }
-        let Some(e) = st.errors.pop_front() else { return Err(FiError::AGAIN) };
+        let Some(e) = st.pop_err() else { return Err(FiError::AGAIN) };
         st.last_err_data = e.err_data.clone();
         let p = if st.last_err_data.is_empty() { std::ptr::null() } else { st.last_err_data.as_ptr() };
         Ok((e, p))
@@ -598,11 +630,11 @@ impl Cq {
                 match self.translate(&mut st, &mut cache, wc) {
                     None => {}
                     Some(Err(e)) => {
-                        st.errors.push_back(e);
+                        st.push_err(e);
                         any = true;
                     }
                     Some(Ok(c)) => {
-                        st.pending.push_back(c);
+                        st.push_ok(c);
                         any = true;
                     }
                 }
@@ -625,7 +657,7 @@ impl Cq {
         }
         {
             let st = self.state.lock();
-            if !st.pending.is_empty() || !st.errors.is_empty() {
+            if !st.queue.is_empty() {
                 return Err(FiError::AGAIN);
             }
         }
@@ -650,7 +682,7 @@ impl Cq {
         }
         // A hook may have queued completions while arming.
         let st = self.state.lock();
-        if !st.pending.is_empty() || !st.errors.is_empty() {
+        if !st.queue.is_empty() {
             return Err(FiError::AGAIN);
         }
         Ok(())
@@ -720,6 +752,32 @@ mod tests {
             }
         }
         assert_eq!(WrId::decode(0), None, "kind 0 is not ours");
+    }
+
+    #[test]
+    fn errors_do_not_overtake_earlier_completions() {
+        let ok = |ctx| Completion { op_context: ctx, ..Default::default() };
+        let mut st = State::default();
+        st.push_ok(ok(1));
+        st.push_ok(ok(2));
+        st.push_err(CqErr { op_context: 3, err: FI_ETRUNC, ..Default::default() });
+        st.push_ok(ok(4));
+        let mut got = Vec::new();
+        assert_eq!(st.pop_ready(8, &mut |c| got.push(c.op_context)), 2, "the two successes before the error");
+        assert_eq!(got, [1, 2]);
+        assert!(st.head_is_err(), "then FI_EAVAIL");
+        assert_eq!(st.pop_ready(8, &mut |c| got.push(c.op_context)), 0, "nothing passes the error");
+        assert_eq!(st.pop_err().map(|e| e.op_context), Some(3));
+        assert!(!st.head_is_err());
+        assert_eq!(st.pop_ready(8, &mut |c| got.push(c.op_context)), 1);
+        assert_eq!(got, [1, 2, 4]);
+        assert_eq!((st.nerr, st.queue.len()), (0, 0));
+        // fi_cq_readerr without a preceding FI_EAVAIL still finds a queued error.
+        st.push_ok(ok(5));
+        st.push_err(CqErr { op_context: 6, ..Default::default() });
+        assert_eq!(st.pop_err().map(|e| e.op_context), Some(6));
+        assert_eq!(st.pop_ready(1, &mut |c| got.push(c.op_context)), 1);
+        assert_eq!(st.pop_err(), None);
     }
 
     #[test]

@@ -101,6 +101,13 @@ CTESTS=(
   rdm_manypeers:rdm_manypeers
   rdm_manypeers_small:rdm_manypeers:small
   rdm_manypeers_perqp:rdm_manypeers:perqp
+  rdm_multi:rdm_multi
+  rdm_unexpected:rdm_unexpected
+  rdm_multirecv:rdm_multirecv
+  rdm_peek:rdm_peek
+  rdm_atomic:rdm_atomic
+  rdm_simul:rdm_simul
+  rdm_peerkill:rdm_peerkill
 )
 CTEST_TIMEOUT="${CTEST_TIMEOUT:-180}"
 

@@ -4,7 +4,7 @@
 #   - fi_getinfo returns rsverbs as provider "verbs", and only it (libfabric's
 #     built-in verbs, version 117.0, is hidden by rsverbs' higher 1000.x);
 #   - fi_pingpong -e msg -S all -c over rsverbs;
-#   - fi_info -t FI_EP_RDM and fi_pingpong -e rdm -S all -c (native RDM).
+#   - fi_info -t FI_EP_RDM and fi_pingpong -e rdm -m msg|tagged -S all -c (native RDM).
 # Only meaningful for SUITE_PROVIDER=rsverbs.
 
 suite_core() {
@@ -61,14 +61,20 @@ suite_core() {
   if [ "$rc" = 0 ] && ! grep -Eq 'caps: .*FI_TAGGED' "$LAB_OUT/fi_info_rdm.log"; then rc=1; fi
   record fi_info_rdm "$rc"
 
-  # fi_pingpong, FI_EP_RDM (rsverbs' own RDM protocol), all sizes, data checks.
-  PAIR_PORT=47592 run_pair fi_pingpong_rdm_all \
-    "fi_pingpong -p verbs -e rdm -I ${PP_ITERS:-100} -S all -c" \
-    "fi_pingpong -p verbs -e rdm -I ${PP_ITERS:-100} -S all -c $LAB_IP" "${PP_TIMEOUT:-1500}"
-  rc=$?
-  if [ "$rc" = 0 ] && ! grep -Eq '^(6m|4m) ' "$LAB_OUT/fi_pingpong_rdm_all.client.log"; then
-    echo "fi_pingpong: largest sizes missing from the output" >>"$LAB_OUT/fi_pingpong_rdm_all.client.log"
-    rc=1
-  fi
-  record fi_pingpong_rdm_all "$rc"
+  # fi_pingpong, FI_EP_RDM (rsverbs' own RDM protocol), all sizes, data checks:
+  # untagged (-m msg, fi_pingpong's default, spelled out) and tagged (-m tagged).
+  local mode name
+  for mode in msg tagged; do
+    name=fi_pingpong_rdm_all
+    [ "$mode" = tagged ] && name=fi_pingpong_rdm_tagged_all
+    PAIR_PORT=47592 run_pair "$name" \
+      "fi_pingpong -p verbs -e rdm -m $mode -I ${PP_ITERS:-100} -S all -c" \
+      "fi_pingpong -p verbs -e rdm -m $mode -I ${PP_ITERS:-100} -S all -c $LAB_IP" "${PP_TIMEOUT:-1500}"
+    rc=$?
+    if [ "$rc" = 0 ] && ! grep -Eq '^(6m|4m) ' "$LAB_OUT/$name.client.log"; then
+      echo "fi_pingpong: largest sizes missing from the output" >>"$LAB_OUT/$name.client.log"
+      rc=1
+    fi
+    record "$name" "$rc"
+  done
 }

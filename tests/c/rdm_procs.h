@@ -1,0 +1,215 @@
+/*
+ * More than one client process (rdm_multi, rdm_unexpected, rdm_peerkill).
+ *
+ * test_start() forks the usual client (child 0, talking over the oob
+ * channel). Right after it, before any libfabric call (so no verbs resources,
+ * no registered memory is inherited), the server forks the extra clients
+ * with xspawn(): each has its own socketpair to the server. In an extra
+ * client is_child is true, so CHK/EXPECT/fail end it with status 1 and its
+ * reason on stderr; it notices the server going away in check_child() (its
+ * parent pid changes), which the CQ helpers call while waiting.
+ *
+ * Channel calls name the client: chan 0 is the oob channel of child 0,
+ * chan k > 0 the socketpair of extra client k. In a client, CHAN_SELF is its
+ * own channel to the server.
+ */
+#ifndef RSVERBS_CTEST_RDM_PROCS_H
+#define RSVERBS_CTEST_RDM_PROCS_H
+
+#include "rdm_common.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+
+#define XMAX 8
+#define CHAN_SELF (-1)
+
+struct xproc {
+	pid_t pid;
+	int fd;
+	bool reaped;
+	int status;
+};
+
+static struct xproc xprocs[XMAX]; /* server: index 1.. are the extra clients */
+static int xnprocs = 1;           /* server: next index */
+static int xself_fd = -1;         /* extra client: its channel */
+static int xself_idx;             /* client: its index (0 = oob child) */
+
+/* Server: fork extra client number xnprocs. Returns its index in the server,
+ * 0 in the new client (where xself_idx is set). */
+static inline int xspawn(void)
+{
+	int sv[2];
+	if (xnprocs >= XMAX)
+		fail("too many client processes");
+	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv))
+		fail("socketpair failed: %s", strerror(errno));
+	fflush(stdout);
+	fflush(stderr);
+	pid_t pid = fork();
+	if (pid < 0)
+		fail("fork failed: %s", strerror(errno));
+	int idx = xnprocs++;
+	if (pid == 0) {
+		is_child = true;
+		close(sv[0]);
+		xself_fd = sv[1];
+		xself_idx = idx;
+		alarm(TEST_ALARM_SECS - 10);
+		return 0;
+	}
+	close(sv[1]);
+	xprocs[idx].pid = pid;
+	xprocs[idx].fd = sv[0];
+	return idx;
+}
+
+/* Server: fail if an extra client exited with an error (dead ones that were
+ * killed on purpose are marked reaped by the caller). */
+static inline void xcheck(void)
+{
+	check_child();
+	for (int k = 1; k < xnprocs; k++) {
+		struct xproc *p = &xprocs[k];
+		if (p->reaped || p->pid <= 0)
+			continue;
+		int st;
+		if (waitpid(p->pid, &st, WNOHANG) == p->pid) {
+			p->reaped = true;
+			p->status = st;
+			if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0))
+				fail("client %d (pid %d) failed: %s %d (its reason is on stderr above)", k, (int)p->pid,
+				     WIFEXITED(st) ? "exit status" : "signal", WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
+		}
+	}
+}
+
+/* Server: wait for every extra client to exit successfully. */
+static inline void xwait_all(void)
+{
+	uint64_t start = now_ms();
+	for (int k = 1; k < xnprocs; k++) {
+		while (!xprocs[k].reaped) {
+			xcheck();
+			if (now_ms() - start > 60000)
+				fail("client %d did not exit", k);
+			sleep_ms(5);
+		}
+	}
+}
+
+static inline int chan_fd(int k)
+{
+	if (k == CHAN_SELF)
+		k = xself_idx;
+	if (k == 0)
+		return -1;
+	return is_child ? xself_fd : xprocs[k].fd;
+}
+
+static inline void chan_send(int k, const void *buf, size_t len)
+{
+	int fd = chan_fd(k);
+	if (fd < 0) {
+		oob_send(buf, len);
+		return;
+	}
+	const char *p = buf;
+	while (len) {
+		ssize_t n = write(fd, p, len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			fail("channel %d: write failed: %s", k, strerror(errno));
+		p += n;
+		len -= (size_t)n;
+	}
+}
+
+/* Progress hook while waiting on a channel (e.g. read a CQ with count 0). */
+static void (*chan_idle)(void);
+
+static inline void chan_recv(int k, void *buf, size_t len)
+{
+	int fd = chan_fd(k);
+	if (fd < 0 && !chan_idle) {
+		oob_recv(buf, len);
+		return;
+	}
+	if (fd < 0)
+		fail("chan_recv: the oob channel cannot be polled with an idle hook");
+	char *p = buf;
+	uint64_t start = now_ms();
+	while (len) {
+		struct pollfd pfd = { .fd = fd, .events = POLLIN };
+		int r = poll(&pfd, 1, chan_idle ? 1 : 100);
+		if (is_child)
+			check_child();
+		else
+			xcheck();
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			fail("channel %d: poll failed: %s", k, strerror(errno));
+		if (r == 0) {
+			if (chan_idle)
+				chan_idle();
+			if (now_ms() - start > 100000)
+				fail("channel %d: timed out waiting for the peer", k);
+			continue;
+		}
+		ssize_t n = read(fd, p, len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			fail("channel %d: read failed: %s", k, strerror(errno));
+		if (n == 0)
+			fail("channel %d closed by the peer", k);
+		p += n;
+		len -= (size_t)n;
+	}
+}
+
+static inline void chan_signal(int k, uint8_t tag)
+{
+	chan_send(k, &tag, 1);
+}
+
+static inline void chan_wait(int k, uint8_t tag)
+{
+	uint8_t got;
+	chan_recv(k, &got, 1);
+	if (got != tag)
+		fail("channel %d protocol: expected tag %u, got %u", k, tag, got);
+}
+
+/* Send / receive an endpoint name. */
+static inline void chan_send_name(int k, const void *name, size_t len)
+{
+	uint32_t l = (uint32_t)len;
+	chan_send(k, &l, sizeof(l));
+	chan_send(k, name, len);
+}
+
+static inline size_t chan_recv_name(int k, void *name, size_t cap)
+{
+	uint32_t l;
+	chan_recv(k, &l, sizeof(l));
+	EXPECT(l > 0 && l <= cap, "channel %d: name length %u", k, l);
+	chan_recv(k, name, l);
+	return l;
+}
+
+static inline fi_addr_t av_insert_one(struct fid_av *av, const void *name)
+{
+	fi_addr_t a = FI_ADDR_NOTAVAIL;
+	int n = (int)CHK(fi_av_insert(av, name, 1, &a, 0, NULL));
+	EXPECT(n == 1 && a != FI_ADDR_NOTAVAIL, "fi_av_insert: %d, fi_addr %#llx", n, (unsigned long long)a);
+	return a;
+}
+
+#endif
