@@ -98,6 +98,11 @@ CTESTS=(
   rdm_rma:rdm_rma
   rdm_source:rdm_source
   rdm_large:rdm_large
+  # issue 4 (completion and progress)
+  cntr_msg:cntr_msg
+  cntr_rdm:cntr_rdm
+  wait_poll:wait_poll
+  rdm_waitloop:rdm_waitloop
 )
 CTEST_TIMEOUT="${CTEST_TIMEOUT:-180}"
 
