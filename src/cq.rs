@@ -275,21 +275,23 @@ impl Cq {
             // bound later are checked against the real capacity.
             tracing::info!("fi_cq_open: size {want} clamped to the device's max_cqe {max}");
         }
-        let channel: Option<Arc<CompChannel>> = if wait_obj == FI_WAIT_NONE {
-            None
-        } else {
-            match domain.dev.create_comp_channel() {
-                Ok(c) => Some(Arc::new(c)),
-                Err(e) => return crate::fail!(FiError::from_errno(e), "fi_cq_open: ibv_create_comp_channel failed: errno {e}"),
+        // Every CQ gets a completion channel, also with FI_WAIT_NONE: a
+        // counter fed by this CQ sleeps on it (the CQ itself has no wait fd then).
+        let channel: Option<Arc<CompChannel>> = match domain.dev.create_comp_channel() {
+            Ok(c) => Some(Arc::new(c)),
+            Err(e) if wait_obj == FI_WAIT_NONE => {
+                tracing::info!("fi_cq_open: no completion channel (errno {e}): counters fed by this CQ will poll");
+                None
             }
+            Err(e) => return crate::fail!(FiError::from_errno(e), "fi_cq_open: ibv_create_comp_channel failed: errno {e}"),
         };
         let cq = match domain.dev.create_cq(want.min(max) as i32, channel.clone()) {
             Ok(c) => c,
             Err(e) => return crate::fail!(FiError::from_errno(e), "fi_cq_open: ibv_create_cq({}) failed: errno {e}", want.min(max)),
         };
         let wait = match &channel {
-            Some(ch) => Some(WaitFd::new(&[ch.fd()])?),
-            None => None,
+            Some(ch) if wait_obj != FI_WAIT_NONE => Some(WaitFd::new(&[ch.fd()])?),
+            _ => None,
         };
         Ok(Arc::new(Cq {
             domain: Hold::new(domain),

@@ -655,6 +655,11 @@ fn build_rdm_info(req: &Request, dc: &DevCaps, src: Option<SocketAddr>, dest: Op
         (None, _) => FI_SOCKADDR_IN,
     };
     let echo = |hint: u32, default: u32| if hint != 0 { hint } else { default };
+    let rdm_have = if hi.domain.data_progress == FI_PROGRESS_AUTO || hi.domain.control_progress == FI_PROGRESS_AUTO {
+        FI_PROGRESS_AUTO
+    } else {
+        FI_PROGRESS_MANUAL
+    };
     let order = |hint: u64| if hint != 0 { hint } else { RDM_MSG_ORDER };
     Ok(Info {
         caps,
@@ -704,8 +709,10 @@ fn build_rdm_info(req: &Request, dc: &DevCaps, src: Option<SocketAddr>, dest: Op
             threading: threading(hi.domain.threading)?,
             // Connections, rendezvous and credits advance inside the
             // application's calls (CQ/counter reads, fi_trywait, data calls).
-            control_progress: progress(hi.domain.control_progress, FI_PROGRESS_MANUAL, "control")?,
-            data_progress: progress(hi.domain.data_progress, FI_PROGRESS_MANUAL, "data")?,
+            // FI_PROGRESS_AUTO asked for either: the endpoint runs a progress
+            // thread (rdm::auto), which makes both automatic.
+            control_progress: progress(hi.domain.control_progress, rdm_have, "control")?,
+            data_progress: progress(hi.domain.data_progress, rdm_have, "data")?,
             resource_mgmt: echo(hi.domain.resource_mgmt, FI_RM_ENABLED),
             av_type: hi.domain.av_type,
             mr_mode,

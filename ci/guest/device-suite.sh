@@ -103,6 +103,7 @@ CTESTS=(
   cntr_rdm:cntr_rdm
   wait_poll:wait_poll
   rdm_waitloop:rdm_waitloop
+  rdm_auto:rdm_auto
 )
 CTEST_TIMEOUT="${CTEST_TIMEOUT:-180}"
 

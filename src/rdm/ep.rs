@@ -170,6 +170,8 @@ pub struct RdmEp {
     inner: Mutex<Inner>,
     wait_fd: OnceCell<RawFd>,
     self_ref: OnceCell<Weak<RdmEp>>,
+    /// `FI_PROGRESS_AUTO` (asked in the info): the progress thread, from `fi_enable`.
+    auto: Mutex<Option<super::auto::AutoProgress>>,
 }
 
 impl std::fmt::Debug for RdmEp {
@@ -292,6 +294,7 @@ impl RdmEp {
             }),
             wait_fd: OnceCell::new(),
             self_ref: OnceCell::new(),
+            auto: Mutex::new(None),
         });
         let _ = ep.self_ref.set(Arc::downgrade(&ep));
         Ok(ep)
@@ -535,12 +538,22 @@ impl RdmEp {
             c.add_progress(me.clone())?;
             added.push(c);
         }
+        let info_d = &self.info.domain;
+        if info_d.data_progress == FI_PROGRESS_AUTO || info_d.control_progress == FI_PROGRESS_AUTO {
+            let fd = *self.wait_fd.get().expect("set above");
+            *self.auto.lock() = Some(super::auto::AutoProgress::spawn(me.clone(), fd)?);
+            tracing::info!("rdm endpoint on {local}: FI_PROGRESS_AUTO, progress thread started");
+        }
         tracing::info!("rdm endpoint listening on {local}");
         Ok(())
     }
 
     /// `fi_close`.
     pub fn close(&self) -> FiResult<()> {
+        // The progress thread first: it takes the lock below.
+        if let Some(mut a) = self.auto.lock().take() {
+            a.stop();
+        }
         let mut g = self.inner.lock();
         g.closed = true;
         let net = g.net.take();

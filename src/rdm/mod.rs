@@ -30,6 +30,7 @@
 //!    list taken): repost it and call `flow[src].reposted(1)`.
 //! 5. Drain `flow[src].next_send()` onto the QP (also after every push).
 
+pub mod auto;
 pub mod credits;
 pub mod ep;
 pub mod matching;
