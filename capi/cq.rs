@@ -57,7 +57,16 @@ pub unsafe extern "C" fn cq_open(domain: *mut fid_domain, attr: *mut fi_cq_attr,
         if a.wait_cond != FI_CQ_COND_NONE {
             return crate::fail!(FiError::NOSYS, "fi_cq_open: wait conditions are not supported");
         }
+        let ws = if a.wait_obj == FI_WAIT_SET {
+            // SAFETY: wait_set is a fid per the API (NULL and class checked by obj).
+            Some(unsafe { obj::<super::wait::WaitObj>(a.wait_set as *const fid) }?.inner.clone())
+        } else {
+            None
+        };
         let cq = Cq::open(&d.inner, a.size, a.format, a.wait_obj, a.flags)?;
+        if let Some(ws) = &ws {
+            cq.join(ws)?;
+        }
         let o = into_c(CqObj {
             fid: fid_cq {
                 fid: fid { fclass: FI_CLASS_CQ, context, ops: &CQ_FI_OPS as *const _ as *mut _ },

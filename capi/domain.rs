@@ -41,8 +41,8 @@ static DOMAIN_OPS: fi_ops_domain = fi_ops_domain {
     cq_open: Some(super::cq::cq_open),
     endpoint: Some(super::ep::ep_open),
     scalable_ep: Some(scalable_ep),
-    cntr_open: Some(cntr_open),
-    poll_open: Some(poll_open),
+    cntr_open: Some(super::cntr::cntr_open),
+    poll_open: Some(super::wait::poll_open),
     stx_ctx: Some(stx_ctx),
     srx_ctx: Some(srx_ctx),
     query_atomic: Some(query_atomic),
@@ -122,8 +122,6 @@ macro_rules! domain_nosys {
 }
 
 domain_nosys!(scalable_ep, "fi_scalable_ep", (_a: *mut fi_info, _b: *mut *mut fid_ep, _c: *mut c_void));
-domain_nosys!(cntr_open, "fi_cntr_open", (_a: *mut fi_cntr_attr, _b: *mut *mut fid_cntr, _c: *mut c_void));
-domain_nosys!(poll_open, "fi_poll_open", (_a: *mut fi_poll_attr, _b: *mut *mut fid_poll));
 domain_nosys!(stx_ctx, "fi_stx_context", (_a: *mut fi_tx_attr, _b: *mut *mut fid_stx, _c: *mut c_void));
 domain_nosys!(srx_ctx, "fi_srx_context", (_a: *mut fi_rx_attr, _b: *mut *mut fid_ep, _c: *mut c_void));
 domain_nosys!(query_collective, "fi_query_collective", (_a: fi_collective_op, _b: *mut fi_collective_attr, _c: u64));

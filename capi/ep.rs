@@ -249,7 +249,8 @@ unsafe extern "C" fn ep_bind(f: *mut fid, bfid: *mut fid, flags: u64) -> c_int {
             FI_CLASS_CQ => o.inner.bind_cq(&unsafe { obj::<CqObj>(bfid) }?.inner, flags)?,
             // SAFETY: as above.
             FI_CLASS_EQ => o.inner.bind_eq(&unsafe { obj::<EqObj>(bfid) }?.inner, flags)?,
-            FI_CLASS_CNTR => return crate::fail!(FiError::NOSYS, "fi_ep_bind: counters are not supported yet"),
+            // SAFETY: as above.
+            FI_CLASS_CNTR => o.inner.bind_cntr(&unsafe { obj::<super::cntr::CntrObj>(bfid) }?.inner, flags)?,
             FI_CLASS_AV => return crate::fail!(FiError::INVAL, "fi_ep_bind: MSG endpoints take no address vector"),
             FI_CLASS_SRX_CTX | FI_CLASS_STX_CTX => {
                 return crate::fail!(FiError::NOSYS, "fi_ep_bind: shared contexts are not supported yet")

@@ -52,10 +52,16 @@ pub unsafe extern "C" fn eq_open(fabric: *mut fid_fabric, attr: *mut fi_eq_attr,
         let attr = nonnull(attr, "fi_eq_open: attr")?;
         // SAFETY: checked non-NULL, valid per fi_eq(3).
         let a = unsafe { &*attr };
-        if !a.wait_set.is_null() && a.wait_obj == FI_WAIT_SET {
-            return crate::fail!(FiError::NOSYS, "fi_eq_open: wait sets are not supported yet");
-        }
+        let ws = if a.wait_obj == FI_WAIT_SET {
+            // SAFETY: wait_set is a fid per the API (NULL and class checked by obj).
+            Some(unsafe { obj::<super::wait::WaitObj>(a.wait_set as *const fid) }?.inner.clone())
+        } else {
+            None
+        };
         let eq = Eq::open(&f.inner, a.size, a.wait_obj, a.flags)?;
+        if let Some(ws) = &ws {
+            eq.join(ws)?;
+        }
         let o = into_c(EqObj {
             fid: fid_eq {
                 fid: fid { fclass: FI_CLASS_EQ, context, ops: &EQ_FI_OPS as *const _ as *mut _ },

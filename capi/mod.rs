@@ -6,6 +6,7 @@
 
 pub mod abi;
 pub mod av;
+pub mod cntr;
 pub mod consts;
 pub mod cq;
 pub mod domain;
@@ -18,3 +19,4 @@ pub mod rdm;
 pub mod rdm_atomic;
 pub mod rdm_mem;
 pub mod util;
+pub mod wait;

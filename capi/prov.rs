@@ -146,7 +146,7 @@ static FABRIC_OPS: fi_ops_fabric = fi_ops_fabric {
     domain: Some(super::domain::domain_open),
     passive_ep: Some(super::ep::pep_open),
     eq_open: Some(super::eq::eq_open),
-    wait_open: Some(wait_open),
+    wait_open: Some(super::wait::wait_open),
     trywait: Some(fabric_trywait),
     domain2: Some(super::domain::domain_open2),
 };
@@ -193,14 +193,6 @@ unsafe extern "C" fn fabric_close(f: *mut fid) -> c_int {
     })
 }
 
-unsafe extern "C" fn wait_open(fabric: *mut fid_fabric, _attr: *mut fi_wait_attr, _ws: *mut *mut fid_wait) -> c_int {
-    guard("fi_wait_open", || {
-        // SAFETY: fabric is a fid per the API.
-        unsafe { obj::<FabricObj>(fabric as *const fid) }?;
-        crate::fail!(FiError::NOSYS, "fi_wait_open: wait sets are not supported yet")
-    })
-}
-
 unsafe extern "C" fn fabric_trywait(fabric: *mut fid_fabric, fids: *mut *mut fid, count: c_int) -> c_int {
     guard("fi_trywait", || {
         // SAFETY: fabric is a fid per the API.
@@ -215,6 +207,8 @@ unsafe extern "C" fn fabric_trywait(fabric: *mut fid_fabric, fids: *mut *mut fid
             match unsafe { class_of(f) }? {
                 FI_CLASS_CQ => unsafe { obj::<super::cq::CqObj>(f) }?.inner.trywait()?,
                 FI_CLASS_EQ => unsafe { obj::<super::eq::EqObj>(f) }?.inner.trywait()?,
+                FI_CLASS_CNTR => unsafe { obj::<super::cntr::CntrObj>(f) }?.inner.trywait()?,
+                FI_CLASS_WAIT => unsafe { obj::<super::wait::WaitObj>(f) }?.inner.trywait()?,
                 c => return crate::fail!(FiError::INVAL, "fi_trywait: objects of class {c} have no wait object here"),
             }
         }

@@ -160,7 +160,8 @@ unsafe extern "C" fn rdm_bind(f: *mut fid, bfid: *mut fid, flags: u64) -> c_int 
             FI_CLASS_EQ => {
                 return crate::fail!(FiError::NOSYS, "fi_ep_bind: RDM endpoints report no events through an EQ (none is needed)")
             }
-            FI_CLASS_CNTR => return crate::fail!(FiError::NOSYS, "fi_ep_bind: counters are not supported yet"),
+            // SAFETY: as above.
+            FI_CLASS_CNTR => o.inner.bind_cntr(&unsafe { obj::<super::cntr::CntrObj>(bfid) }?.inner, flags)?,
             FI_CLASS_SRX_CTX | FI_CLASS_STX_CTX => {
                 return crate::fail!(FiError::NOSYS, "fi_ep_bind: shared contexts are not supported yet")
             }

@@ -16,13 +16,14 @@ use std::sync::{Arc, Weak};
 use parking_lot::{Mutex, RwLock};
 
 use crate::capi::consts::*;
+use crate::cntr::CntrSet;
 use crate::config;
 use crate::domain::Domain;
 use crate::error::{FiError, FiResult};
 use crate::fabric::{HasRefs, Hold, Refs};
 use crate::sys;
 use crate::verbs::{self, wc_opcode, wc_status, CompChannel, Wc};
-use crate::wait::WaitFd;
+use crate::wait::{Pollable, WaitFd, WaitSet, Waitable};
 
 /// Kinds of operation, carried in work-request ids.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -79,11 +80,20 @@ pub struct QpCounters {
     pub rx: AtomicUsize,
     pub tx_max: usize,
     pub rx_max: usize,
+    /// The counters of the QP's endpoint (`fi_ep_bind` of a counter), bumped
+    /// as its completions are polled.
+    pub cntrs: CntrSet,
 }
 
 impl QpCounters {
     pub fn new(tx_max: usize, rx_max: usize) -> Self {
-        QpCounters { tx: AtomicUsize::new(0), rx: AtomicUsize::new(0), tx_max, rx_max }
+        QpCounters { tx: AtomicUsize::new(0), rx: AtomicUsize::new(0), tx_max, rx_max, cntrs: CntrSet::default() }
+    }
+
+    /// With the endpoint's counters.
+    pub fn with_cntrs(mut self, cntrs: CntrSet) -> Self {
+        self.cntrs = cntrs;
+        self
     }
 
     fn take(slot: &AtomicUsize, max: usize) -> bool {
@@ -263,9 +273,10 @@ pub struct Cq {
     qps: RwLock<HashMap<u32, Arc<QpCounters>>>,
     bunch: usize,
     /// Software progress of the objects completing here (RDM endpoints).
+    /// Their event fds are members of `wait`, so the CQ's fd wakes for them.
     hooks: RwLock<Vec<Weak<dyn Progress>>>,
-    /// With hooks that have fds: an epoll over the wait fd and theirs, for `sread`.
-    hook_wait: Mutex<Option<Arc<sys::Epoll>>>,
+    /// The wait set the CQ belongs to (`FI_WAIT_SET`).
+    waitset: Mutex<Option<Hold<WaitSet>>>,
     pub refs: Refs,
 }
 
@@ -294,8 +305,7 @@ impl Cq {
             return crate::fail!(FiError::BADFLAGS, "fi_cq_open: unsupported flags {flags:#x}");
         }
         let wait_obj = match wait_obj {
-            FI_WAIT_NONE | FI_WAIT_UNSPEC | FI_WAIT_FD => wait_obj,
-            FI_WAIT_SET => return crate::fail!(FiError::NOSYS, "fi_cq_open: FI_WAIT_SET is not supported yet"),
+            FI_WAIT_NONE | FI_WAIT_UNSPEC | FI_WAIT_FD | FI_WAIT_SET => wait_obj,
             FI_WAIT_MUTEX_COND | FI_WAIT_YIELD | FI_WAIT_POLLFD => {
                 return crate::fail!(FiError::NOSYS, "fi_cq_open: wait object {wait_obj} is not supported")
             }
@@ -308,21 +318,23 @@ impl Cq {
             // bound later are checked against the real capacity.
             tracing::info!("fi_cq_open: size {want} clamped to the device's max_cqe {max}");
         }
-        let channel: Option<Arc<CompChannel>> = if wait_obj == FI_WAIT_NONE {
-            None
-        } else {
-            match domain.dev.create_comp_channel() {
-                Ok(c) => Some(Arc::new(c)),
-                Err(e) => return crate::fail!(FiError::from_errno(e), "fi_cq_open: ibv_create_comp_channel failed: errno {e}"),
+        // Every CQ gets a completion channel, also with FI_WAIT_NONE: a
+        // counter fed by this CQ sleeps on it (the CQ itself has no wait fd then).
+        let channel: Option<Arc<CompChannel>> = match domain.dev.create_comp_channel() {
+            Ok(c) => Some(Arc::new(c)),
+            Err(e) if wait_obj == FI_WAIT_NONE => {
+                tracing::info!("fi_cq_open: no completion channel (errno {e}): counters fed by this CQ will poll");
+                None
             }
+            Err(e) => return crate::fail!(FiError::from_errno(e), "fi_cq_open: ibv_create_comp_channel failed: errno {e}"),
         };
         let cq = match domain.dev.create_cq(want.min(max) as i32, channel.clone()) {
             Ok(c) => c,
             Err(e) => return crate::fail!(FiError::from_errno(e), "fi_cq_open: ibv_create_cq({}) failed: errno {e}", want.min(max)),
         };
         let wait = match &channel {
-            Some(ch) => Some(WaitFd::new(&[ch.fd()])?),
-            None => None,
+            Some(ch) if wait_obj != FI_WAIT_NONE => Some(WaitFd::new(&[ch.fd()])?),
+            _ => None,
         };
         Ok(Arc::new(Cq {
             domain: Hold::new(domain),
@@ -335,28 +347,25 @@ impl Cq {
             qps: RwLock::new(HashMap::new()),
             bunch: config::get().cqread_bunch_size.max(1),
             hooks: RwLock::new(Vec::new()),
-            hook_wait: Mutex::new(None),
+            waitset: Mutex::new(None),
             refs: Refs::default(),
         }))
     }
 
-    /// Registers an object to progress at the start of every read.
+    /// Joins a wait set (`FI_WAIT_SET`).
+    pub fn join(self: &Arc<Self>, ws: &Arc<WaitSet>) -> FiResult<()> {
+        let fd = self.wait.as_ref().map(|w| w.fd()).expect("FI_WAIT_SET CQs have a wait fd");
+        let me: Weak<dyn Waitable> = Arc::downgrade(self) as Weak<dyn Waitable>;
+        ws.attach(me, fd)?;
+        *self.waitset.lock() = Some(Hold::new(ws));
+        Ok(())
+    }
+
+    /// Registers an object to progress at the start of every read. Its event
+    /// fd joins the CQ's wait fd: `FI_GETWAIT` then wakes for its traffic.
     pub fn add_progress(&self, p: Weak<dyn Progress>) -> FiResult<()> {
         if let (Some(w), Some(fd)) = (&self.wait, p.upgrade().and_then(|o| o.wait_fd())) {
-            let mut hw = self.hook_wait.lock();
-            if hw.is_none() {
-                let ep = match sys::Epoll::new() {
-                    Ok(e) => e,
-                    Err(e) => return crate::fail!(FiError::from_errno(e), "cq: epoll_create failed: errno {e}"),
-                };
-                if let Err(e) = ep.add(w.fd(), 0) {
-                    return crate::fail!(FiError::from_errno(e), "cq: epoll_ctl failed: errno {e}");
-                }
-                *hw = Some(Arc::new(ep));
-            }
-            if let Err(e) = hw.as_ref().expect("just set").add(fd, 1) {
-                return crate::fail!(FiError::from_errno(e), "cq: epoll_ctl failed: errno {e}");
-            }
+            w.add_fd(fd)?;
         }
         let mut h = self.hooks.write();
         h.retain(|w| w.strong_count() > 0);
@@ -367,8 +376,8 @@ impl Cq {
     /// Unregisters an object (and its fd) added with `add_progress`.
     pub fn remove_progress(&self, p: &Weak<dyn Progress>, fd: Option<std::os::fd::RawFd>) {
         self.hooks.write().retain(|w| w.strong_count() > 0 && !Weak::ptr_eq(w, p));
-        if let (Some(fd), Some(hw)) = (fd, self.hook_wait.lock().as_ref()) {
-            hw.del(fd);
+        if let (Some(fd), Some(w)) = (fd, &self.wait) {
+            w.del_fd(fd);
         }
     }
 
@@ -506,6 +515,13 @@ impl Cq {
             return None;
         };
         self.give_back(cache, wc, id.kind);
+        if let Some((_, q)) = cache.as_ref() {
+            // Counters count every completion, silent or not (fi_cntr(3)); a
+            // remote write with data that consumed a receive is not a receive.
+            if !q.cntrs.is_empty() && wc.opcode() != wc_opcode::RECV_RDMA_WITH_IMM {
+                q.cntrs.count(id.kind.flags(), wc.status() == wc_status::SUCCESS);
+            }
+        }
         let ctx = Self::resolve_ctx(st, &id);
         if wc.status() != wc_status::SUCCESS {
             let err = status_to_err(wc.status());
@@ -708,16 +724,8 @@ impl Cq {
             if left == 0 {
                 return Err(FiError::AGAIN);
             }
-            let hw = self.hook_wait.lock().clone();
-            match hw {
-                // Also wake for the software-progressed objects' events.
-                Some(ep) => {
-                    ep.wait(left).map_err(FiError::from_errno)?;
-                }
-                None => {
-                    self.wait.as_ref().expect("checked").wait(left)?;
-                }
-            }
+            // The wait fd also holds the software-progressed objects' fds.
+            self.wait.as_ref().expect("checked").wait(left)?;
             if sys::remaining_ms(dl) == 0 {
                 // One last look before reporting the time-out.
                 return self.read(max, out);
@@ -732,8 +740,62 @@ impl Cq {
         }
     }
 
+    /// Drives progress; true when completions or errors are ready to read.
+    pub fn has_events(&self) -> bool {
+        self.run_hooks();
+        self.progress();
+        let st = self.state.lock();
+        !st.pending.is_empty() || !st.errors.is_empty()
+    }
+
     pub fn close(&self) -> FiResult<()> {
-        self.refs.check_idle("cq")
+        self.refs.check_idle("cq")?;
+        if let (Some(ws), Some(w)) = (self.waitset.lock().take(), &self.wait) {
+            ws.detach(w.fd());
+        }
+        Ok(())
+    }
+}
+
+/// A CQ as the progress source of a counter (MSG endpoints: completions are
+/// counted when the verbs CQ is polled).
+impl Progress for Cq {
+    fn progress(&self) {
+        self.run_hooks();
+        Cq::progress(self);
+    }
+
+    fn arm(&self) -> bool {
+        if let Some(ch) = self.cq.channel() {
+            while ch.consume_event(&self.cq) {}
+        }
+        if let Err(e) = self.cq.req_notify() {
+            tracing::warn!("cq: ibv_req_notify_cq failed: errno {e}");
+            return false;
+        }
+        if Cq::progress(self) {
+            return false;
+        }
+        self.hooks().iter().all(|h| h.arm())
+    }
+
+    fn wait_fd(&self) -> Option<std::os::fd::RawFd> {
+        self.cq.channel().map(|c| c.fd())
+    }
+}
+
+impl Waitable for Cq {
+    fn has_events(&self) -> bool {
+        Cq::has_events(self)
+    }
+    fn trywait(&self) -> FiResult<()> {
+        Cq::trywait(self)
+    }
+}
+
+impl Pollable for Hold<Cq> {
+    fn poll_events(&self) -> bool {
+        self.get().has_events()
     }
 }
 

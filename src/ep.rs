@@ -17,7 +17,8 @@ use once_cell::sync::OnceCell;
 use parking_lot::Mutex;
 
 use crate::capi::consts::*;
-use crate::cq::{Cq, CqErr, OpKind, QpCounters};
+use crate::cntr::{CntrBinds, Cntr};
+use crate::cq::{Cq, CqErr, OpKind, Progress, QpCounters};
 use crate::domain::Domain;
 use crate::eq::{CmHandler, Eq, EqEntry, EqErr};
 use crate::error::{FiError, FiResult};
@@ -103,6 +104,7 @@ struct Binds {
     tx_cq: Option<(Hold<Cq>, bool)>,
     rx_cq: Option<(Hold<Cq>, bool)>,
     eq: Option<(Hold<Eq>, u64)>,
+    cntrs: CntrBinds,
 }
 
 /// The data path of an enabled endpoint (immutable once set).
@@ -247,6 +249,18 @@ impl MsgEp {
         Ok(())
     }
 
+    /// `fi_ep_bind` to a counter (`FI_SEND`/`FI_RECV`/`FI_READ`/`FI_WRITE`).
+    pub fn bind_cntr(&self, cntr: &Arc<Cntr>, flags: u64) -> FiResult<()> {
+        let _g = self.ctl.lock();
+        if self.state() != EpState::Idle {
+            return crate::fail!(FiError::OPBADSTATE, "fi_ep_bind: endpoint already enabled");
+        }
+        if !Arc::ptr_eq(cntr.domain.get(), self.domain.get()) {
+            return crate::fail!(FiError::DOMAIN, "fi_ep_bind: counter belongs to another domain");
+        }
+        self.binds.lock().cntrs.bind(cntr, flags)
+    }
+
     /// `fi_ep_bind` to an EQ.
     pub fn bind_eq(self: &Arc<Self>, eq: &Arc<Eq>, flags: u64) -> FiResult<()> {
         let _g = self.ctl.lock();
@@ -298,6 +312,14 @@ impl MsgEp {
         };
         let tx_cq = b.tx_cq.as_ref().map(|(c, s)| (c.get().clone(), *s));
         let rx_cq = b.rx_cq.as_ref().map(|(c, s)| (c.get().clone(), *s));
+        // Completions are counted as a CQ polls them: a counted direction needs its CQ.
+        let cntrs = b.cntrs.set();
+        if (cntrs.send.is_some() || cntrs.read.is_some() || cntrs.write.is_some()) && tx_cq.is_none() {
+            return crate::fail!(FiError::NOCQ, "fi_enable: transmit counters need a transmit CQ bound too");
+        }
+        if cntrs.recv.is_some() && rx_cq.is_none() {
+            return crate::fail!(FiError::NOCQ, "fi_enable: a receive counter needs a receive CQ bound too");
+        }
         drop(b);
         // Reserve CQ room for every request that can be outstanding.
         let same = matches!((&tx_cq, &rx_cq), (Some((a, _)), Some((b, _))) if Arc::ptr_eq(a, b));
@@ -356,7 +378,16 @@ impl MsgEp {
             }
         };
         let inline_max = (qp.caps.max_inline as usize).min(inline);
-        let credits = Arc::new(QpCounters::new(tx_size, rx_size));
+        for c in cntrs.all() {
+            for (q, _) in [&tx_cq, &rx_cq].into_iter().flatten() {
+                let src: Weak<dyn Progress> = Arc::downgrade(q) as Weak<dyn Progress>;
+                if let Err(e) = c.add_source(src) {
+                    uncommit();
+                    return Err(e);
+                }
+            }
+        }
+        let credits = Arc::new(QpCounters::new(tx_size, rx_size).with_cntrs(cntrs));
         let qp_num = qp.qp_num();
         if let Some((c, _)) = &tx_cq {
             c.attach(qp_num, credits.clone());
@@ -506,6 +537,7 @@ impl MsgEp {
         }
         b.tx_cq = None;
         b.rx_cq = None;
+        b.cntrs.clear();
         Ok(())
     }
 

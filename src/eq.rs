@@ -15,7 +15,7 @@ use crate::fabric::{Fabric, HasRefs, Hold, Refs};
 use crate::info::Info;
 use crate::sys;
 use crate::verbs::cm::{CmEvent, EventChannel};
-use crate::wait::WaitFd;
+use crate::wait::{WaitFd, WaitSet, Waitable};
 
 /// One successful event.
 #[derive(Debug, Clone)]
@@ -67,6 +67,8 @@ pub struct Eq {
     pub wait: Option<WaitFd>,
     pub wait_obj: u32,
     pub size: usize,
+    /// The wait set the EQ belongs to (`FI_WAIT_SET`).
+    waitset: Mutex<Option<Hold<WaitSet>>>,
     pub refs: Refs,
 }
 
@@ -91,8 +93,7 @@ impl Eq {
             return crate::fail!(FiError::BADFLAGS, "fi_eq_open: unsupported flags {flags:#x}");
         }
         let wait_obj = match wait_obj {
-            FI_WAIT_NONE | FI_WAIT_UNSPEC | FI_WAIT_FD => wait_obj,
-            FI_WAIT_SET => return crate::fail!(FiError::NOSYS, "fi_eq_open: FI_WAIT_SET is not supported yet"),
+            FI_WAIT_NONE | FI_WAIT_UNSPEC | FI_WAIT_FD | FI_WAIT_SET => wait_obj,
             FI_WAIT_MUTEX_COND | FI_WAIT_YIELD | FI_WAIT_POLLFD => {
                 return crate::fail!(FiError::NOSYS, "fi_eq_open: wait object {wait_obj} is not supported")
             }
@@ -112,6 +113,7 @@ impl Eq {
             wait,
             wait_obj,
             size: if size == 0 { DEFAULT_EQ_SIZE } else { size },
+            waitset: Mutex::new(None),
             refs: Refs::default(),
         }))
     }
@@ -223,9 +225,11 @@ impl Eq {
 
     /// `fi_trywait` for this EQ: `Ok` when it is safe to block on the fd.
     pub fn trywait(&self) -> FiResult<()> {
-        if self.wait.is_none() {
+        let Some(w) = &self.wait else {
             return crate::fail!(FiError::INVAL, "fi_trywait: EQ has no wait object (FI_WAIT_NONE)");
-        }
+        };
+        // A stale software signal would make the fd readable with nothing queued.
+        w.clear();
         self.progress();
         if self.state.lock().queue.is_empty() {
             Ok(())
@@ -234,7 +238,30 @@ impl Eq {
         }
     }
 
+    /// Joins a wait set (`FI_WAIT_SET`).
+    pub fn join(self: &Arc<Self>, ws: &Arc<WaitSet>) -> FiResult<()> {
+        let fd = self.wait.as_ref().map(|w| w.fd()).expect("FI_WAIT_SET EQs have a wait fd");
+        let me: Weak<dyn Waitable> = Arc::downgrade(self) as Weak<dyn Waitable>;
+        ws.attach(me, fd)?;
+        *self.waitset.lock() = Some(Hold::new(ws));
+        Ok(())
+    }
+
     pub fn close(&self) -> FiResult<()> {
-        self.refs.check_idle("eq")
+        self.refs.check_idle("eq")?;
+        if let (Some(ws), Some(w)) = (self.waitset.lock().take(), &self.wait) {
+            ws.detach(w.fd());
+        }
+        Ok(())
+    }
+}
+
+impl Waitable for Eq {
+    fn has_events(&self) -> bool {
+        self.progress();
+        !self.state.lock().queue.is_empty()
+    }
+    fn trywait(&self) -> FiResult<()> {
+        Eq::trywait(self)
     }
 }

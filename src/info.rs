@@ -313,6 +313,41 @@ fn over(hint: usize, max: usize, what: &str) -> FiResult<()> {
     Ok(())
 }
 
+/// Counters are software objects: as many as memory holds; this is what
+/// `cntr_cnt` reports.
+pub const CNTR_CNT: usize = 1 << 16;
+
+/// Threading levels (all accepted; see README "Threading").
+fn threading(hint: u32) -> FiResult<u32> {
+    match hint {
+        FI_THREAD_UNSPEC => Ok(FI_THREAD_SAFE),
+        FI_THREAD_SAFE | FI_THREAD_FID | FI_THREAD_DOMAIN | FI_THREAD_COMPLETION | FI_THREAD_ENDPOINT => Ok(hint),
+        t => {
+            tracing::info!("getinfo: unknown threading level {t}");
+            Err(FiError::NODATA)
+        }
+    }
+}
+
+/// A progress model: `have` is what the provider does; a hint of MANUAL is
+/// always satisfied (the application drives progress; an automatic provider
+/// needs none of it), a hint of AUTO only when `have` is AUTO.
+fn progress(hint: u32, have: u32, what: &str) -> FiResult<u32> {
+    match hint {
+        FI_PROGRESS_UNSPEC => Ok(have),
+        FI_PROGRESS_MANUAL => Ok(FI_PROGRESS_MANUAL),
+        FI_PROGRESS_AUTO if have == FI_PROGRESS_AUTO => Ok(FI_PROGRESS_AUTO),
+        FI_PROGRESS_AUTO => {
+            tracing::info!("getinfo: {what} progress FI_PROGRESS_AUTO asked; rsverbs makes it manually (inside the application's calls)");
+            Err(FiError::NODATA)
+        }
+        p => {
+            tracing::info!("getinfo: unknown {what} progress model {p}");
+            Err(FiError::NODATA)
+        }
+    }
+}
+
 fn pick(hint: usize, default: usize) -> usize {
     if hint != 0 {
         hint
@@ -403,7 +438,7 @@ fn build_info(
         tracing::info!("getinfo: shared tx/rx contexts are not supported on MSG endpoints yet");
         return Err(FiError::NODATA);
     }
-    over(hi.domain.cntr_cnt, 0, "cntr_cnt")?;
+    over(hi.domain.cntr_cnt, CNTR_CNT, "cntr_cnt")?;
 
     let tx_caps = caps & TX_CAPS;
     let rx_caps = caps & (RX_CAPS | SECONDARY_CAPS);
@@ -459,17 +494,11 @@ fn build_info(
         },
         domain: DomainAttr {
             name: Some(dc.dev.name().to_string()),
-            threading: if hi.domain.threading != FI_THREAD_UNSPEC { hi.domain.threading } else { FI_THREAD_SAFE },
-            control_progress: if hi.domain.control_progress != FI_PROGRESS_UNSPEC {
-                hi.domain.control_progress
-            } else {
-                FI_PROGRESS_AUTO
-            },
-            data_progress: if hi.domain.data_progress != FI_PROGRESS_UNSPEC {
-                hi.domain.data_progress
-            } else {
-                FI_PROGRESS_AUTO
-            },
+            threading: threading(hi.domain.threading)?,
+            // Connection setup completes inside fi_eq_read (rdma-cm events are
+            // handled there): manual. Transfers are the device's: automatic.
+            control_progress: progress(hi.domain.control_progress, FI_PROGRESS_MANUAL, "control")?,
+            data_progress: progress(hi.domain.data_progress, FI_PROGRESS_AUTO, "data")?,
             resource_mgmt: if hi.domain.resource_mgmt != FI_RM_UNSPEC { hi.domain.resource_mgmt } else { FI_RM_ENABLED },
             av_type: FI_AV_UNSPEC,
             mr_mode,
@@ -483,7 +512,7 @@ fn build_info(
             max_ep_rx_ctx: 1,
             max_ep_stx_ctx: 0,
             max_ep_srx_ctx: 0,
-            cntr_cnt: 0,
+            cntr_cnt: CNTR_CNT,
             mr_iov_limit: 1,
             caps: FI_LOCAL_COMM | FI_REMOTE_COMM,
             mode: 0,
@@ -608,7 +637,7 @@ fn build_rdm_info(req: &Request, dc: &DevCaps, src: Option<SocketAddr>, dest: Op
         tracing::info!("getinfo: shared tx/rx contexts are not supported");
         return Err(FiError::NODATA);
     }
-    over(hi.domain.cntr_cnt, 0, "cntr_cnt")?;
+    over(hi.domain.cntr_cnt, CNTR_CNT, "cntr_cnt")?;
     match hi.domain.av_type {
         FI_AV_UNSPEC | FI_AV_MAP | FI_AV_TABLE => {}
         t => {
@@ -626,6 +655,11 @@ fn build_rdm_info(req: &Request, dc: &DevCaps, src: Option<SocketAddr>, dest: Op
         (None, _) => FI_SOCKADDR_IN,
     };
     let echo = |hint: u32, default: u32| if hint != 0 { hint } else { default };
+    let rdm_have = if hi.domain.data_progress == FI_PROGRESS_AUTO || hi.domain.control_progress == FI_PROGRESS_AUTO {
+        FI_PROGRESS_AUTO
+    } else {
+        FI_PROGRESS_MANUAL
+    };
     let order = |hint: u64| if hint != 0 { hint } else { RDM_MSG_ORDER };
     Ok(Info {
         caps,
@@ -672,9 +706,13 @@ fn build_rdm_info(req: &Request, dc: &DevCaps, src: Option<SocketAddr>, dest: Op
         },
         domain: DomainAttr {
             name: Some(dc.dev.name().to_string()),
-            threading: echo(hi.domain.threading, FI_THREAD_SAFE),
-            control_progress: echo(hi.domain.control_progress, FI_PROGRESS_MANUAL),
-            data_progress: echo(hi.domain.data_progress, FI_PROGRESS_MANUAL),
+            threading: threading(hi.domain.threading)?,
+            // Connections, rendezvous and credits advance inside the
+            // application's calls (CQ/counter reads, fi_trywait, data calls).
+            // FI_PROGRESS_AUTO asked for either: the endpoint runs a progress
+            // thread (rdm::auto), which makes both automatic.
+            control_progress: progress(hi.domain.control_progress, rdm_have, "control")?,
+            data_progress: progress(hi.domain.data_progress, rdm_have, "data")?,
             resource_mgmt: echo(hi.domain.resource_mgmt, FI_RM_ENABLED),
             av_type: hi.domain.av_type,
             mr_mode,
@@ -688,7 +726,7 @@ fn build_rdm_info(req: &Request, dc: &DevCaps, src: Option<SocketAddr>, dest: Op
             max_ep_rx_ctx: 1,
             max_ep_stx_ctx: 0,
             max_ep_srx_ctx: 0,
-            cntr_cnt: 0,
+            cntr_cnt: CNTR_CNT,
             mr_iov_limit: 1,
             caps: FI_LOCAL_COMM | FI_REMOTE_COMM,
             mode: 0,

@@ -13,6 +13,7 @@ pub mod capi;
 
 pub mod av;
 pub mod config;
+pub mod cntr;
 pub mod cq;
 pub mod domain;
 pub mod ep;

@@ -108,6 +108,12 @@ CTESTS=(
   rdm_atomic:rdm_atomic
   rdm_simul:rdm_simul
   rdm_peerkill:rdm_peerkill
+  # issue 4 (completion and progress)
+  cntr_msg:cntr_msg
+  cntr_rdm:cntr_rdm
+  wait_poll:wait_poll
+  rdm_waitloop:rdm_waitloop
+  rdm_auto:rdm_auto
 )
 CTEST_TIMEOUT="${CTEST_TIMEOUT:-180}"
 

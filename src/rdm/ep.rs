@@ -38,6 +38,7 @@ use super::RdmConfig;
 use crate::av::Av;
 use crate::capi::consts::*;
 use crate::capi::rdm_mem::{copy_to_iovs, sub_iov, RegBuf};
+use crate::cntr::{Cntr, CntrBinds, CntrSet};
 use crate::cq::{Completion, Cq, CqErr, Progress};
 use crate::domain::Domain;
 use crate::error::{FiError, FiResult};
@@ -160,6 +161,9 @@ struct Inner {
     av: Option<Hold<Av>>,
     tx_cq: Option<(Hold<Cq>, bool)>,
     rx_cq: Option<(Hold<Cq>, bool)>,
+    /// Bound counters, and (from `fi_enable`) the set completions bump.
+    cntr_binds: CntrBinds,
+    cntrs: CntrSet,
     tx_op_flags: u64,
     rx_op_flags: u64,
     matcher: Matcher,
@@ -192,6 +196,8 @@ pub struct RdmEp {
     inner: Mutex<Inner>,
     wait_fd: OnceCell<RawFd>,
     self_ref: OnceCell<Weak<RdmEp>>,
+    /// `FI_PROGRESS_AUTO` (asked in the info): the progress thread, from `fi_enable`.
+    auto: Mutex<Option<super::auto::AutoProgress>>,
 }
 
 impl std::fmt::Debug for RdmEp {
@@ -300,6 +306,8 @@ impl RdmEp {
                 av: None,
                 tx_cq: None,
                 rx_cq: None,
+                cntr_binds: CntrBinds::default(),
+                cntrs: CntrSet::default(),
                 tx_op_flags: info.tx.op_flags,
                 rx_op_flags: info.rx.op_flags,
                 matcher: Matcher::new(),
@@ -312,6 +320,7 @@ impl RdmEp {
             }),
             wait_fd: OnceCell::new(),
             self_ref: OnceCell::new(),
+            auto: Mutex::new(None),
         });
         let _ = ep.self_ref.set(Arc::downgrade(&ep));
         Ok(ep)
@@ -355,6 +364,18 @@ impl RdmEp {
             g.rx_cq = Some((Hold::new(cq), sel));
         }
         Ok(())
+    }
+
+    /// `fi_ep_bind` to a counter (`FI_SEND`/`FI_RECV`/`FI_READ`/`FI_WRITE`).
+    pub fn bind_cntr(&self, cntr: &Arc<Cntr>, flags: u64) -> FiResult<()> {
+        let mut g = self.inner.lock();
+        if g.enabled || g.closed {
+            return crate::fail!(FiError::OPBADSTATE, "fi_ep_bind: endpoint already enabled");
+        }
+        if !Arc::ptr_eq(cntr.domain.get(), self.domain.get()) {
+            return crate::fail!(FiError::DOMAIN, "fi_ep_bind: counter belongs to another domain");
+        }
+        g.cntr_binds.bind(cntr, flags)
     }
 
     /// `fi_ep_bind` to an address vector.
@@ -554,10 +575,15 @@ impl RdmEp {
             channel,
         });
         g.enabled = true;
-        // Progress runs inside reads of the bound CQs.
+        g.cntrs = g.cntr_binds.set();
+        // Progress runs inside reads of the bound CQs and counters.
         let me: Weak<dyn Progress> = self.self_ref.get().expect("set at open").clone();
         let cqs: Vec<Arc<Cq>> = [&g.tx_cq, &g.rx_cq].into_iter().flatten().map(|(c, _)| c.get().clone()).collect();
+        let cntrs = g.cntrs.clone();
         drop(g);
+        for c in cntrs.all() {
+            c.add_source(me.clone())?;
+        }
         let mut added: Vec<&Arc<Cq>> = Vec::new();
         for c in &cqs {
             if added.iter().any(|a| Arc::ptr_eq(a, c)) {
@@ -565,6 +591,12 @@ impl RdmEp {
             }
             c.add_progress(me.clone())?;
             added.push(c);
+        }
+        let info_d = &self.info.domain;
+        if info_d.data_progress == FI_PROGRESS_AUTO || info_d.control_progress == FI_PROGRESS_AUTO {
+            let fd = *self.wait_fd.get().expect("set above");
+            *self.auto.lock() = Some(super::auto::AutoProgress::spawn(me.clone(), fd)?);
+            tracing::info!("rdm endpoint on {local}: FI_PROGRESS_AUTO, progress thread started");
         }
         tracing::info!("rdm endpoint listening on {local}");
         if let Some(net) = &self.inner.lock().net {
@@ -575,6 +607,10 @@ impl RdmEp {
 
     /// `fi_close`.
     pub fn close(&self) -> FiResult<()> {
+        // The progress thread first: it takes the lock below.
+        if let Some(mut a) = self.auto.lock().take() {
+            a.stop();
+        }
         let mut g = self.inner.lock();
         g.closed = true;
         let net = g.net.take();
@@ -583,7 +619,17 @@ impl RdmEp {
         g.rx_cq = None;
         g.av = None;
         g.recvs.clear();
+        let cntrs = std::mem::take(&mut g.cntrs);
+        g.cntr_binds.clear();
         drop(g);
+        // Unhook from the CQs and counters while the wait fd is still open.
+        let me: Weak<dyn Progress> = self.self_ref.get().expect("set at open").clone();
+        for c in &cqs {
+            c.remove_progress(&me, self.wait_fd.get().copied());
+        }
+        for c in cntrs.all() {
+            c.remove_source(&me, self.wait_fd.get().copied());
+        }
         if let Some(net) = net {
             for c in net.conns.values() {
                 if c.stage == Stage::Up {
@@ -591,10 +637,6 @@ impl RdmEp {
                 }
             }
             drop(net);
-        }
-        let me: Weak<dyn Progress> = self.self_ref.get().expect("set at open").clone();
-        for c in cqs {
-            c.remove_progress(&me, self.wait_fd.get().copied());
         }
         Ok(())
     }
@@ -1107,6 +1149,7 @@ impl Inner {
 
     fn tx_done(&mut self, done: TxDone, err: Option<i32>) {
         self.tx_count = self.tx_count.saturating_sub(1);
+        self.cntrs.count(done.flags, err.is_none());
         let Some((cq, _)) = &self.tx_cq else { return };
         match err {
             None if done.silent => {}
@@ -1144,7 +1187,9 @@ impl Inner {
         let rx_sel = self.rx_cq.as_ref().is_some_and(|(_, s)| *s);
         let wanted = !rx_sel || rec.flags & FI_COMPLETION != 0 || d.flags & FI_MULTI_RECV != 0;
         let ctx = rec.context;
-        if let Some(e) = err.or(if d.olen > 0 { Some(FI_ETRUNC) } else { None }) {
+        let failed = err.or(if d.olen > 0 { Some(FI_ETRUNC) } else { None });
+        self.cntrs.count(FI_RECV, failed.is_none());
+        if let Some(e) = failed {
             self.rx_error(CqErr {
                 op_context: ctx,
                 flags: d.flags,

@@ -33,6 +33,7 @@
 //!    `bank.reposted(src)`, which gives the credit to `src` or to a peer in need.
 //! 5. Drain `flow[p].next_send(bank.share(p))` onto the QPs (also after every push).
 
+pub mod auto;
 pub mod credits;
 pub mod ep;
 pub mod matching;

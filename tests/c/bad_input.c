@@ -223,6 +223,7 @@ static struct {
 	struct fid_pep *pep;
 	struct fid_ep *ep_c, *ep_s, *ep_c2, *ep_u;
 	struct fid_cq *cq_c, *cq_s, *cq_c2, *cq_none, *cq_w, *cq_u;
+	struct fid_cntr *cntr, *cntr2;
 	struct fid_mr *mr;
 	char *buf;
 	void *desc;
@@ -610,8 +611,20 @@ static void phase_getinfo(void)
 	HINT_ROW("fi_getinfo: hints cq_data_size 8", -FI_ENODATA,
 		 h->domain_attr->cq_data_size = 8);
 	HINT_ROW("fi_getinfo: hints mr_iov_limit 8", -FI_ENODATA, h->domain_attr->mr_iov_limit = 8);
-	HINT_ROW("fi_getinfo: hints cntr_cnt 1 (no counters)", -FI_ENODATA,
-		 h->domain_attr->cntr_cnt = 1);
+	HINT_ROW("fi_getinfo: hints cntr_cnt SIZE_MAX", -FI_ENODATA,
+		 h->domain_attr->cntr_cnt = SIZE_MAX);
+	HINT_ROW("fi_getinfo: hints cntr_cnt 1 (control)", 0, h->domain_attr->cntr_cnt = 1);
+	HINT_ROW("fi_getinfo: hints threading 99", -FI_ENODATA, h->domain_attr->threading = (enum fi_threading)99);
+	HINT_ROW("fi_getinfo: hints FI_THREAD_COMPLETION (control)", 0,
+		 h->domain_attr->threading = FI_THREAD_COMPLETION);
+	/* MSG: connection set-up completes inside fi_eq_read, so control
+	 * progress is manual; transfers are the device's (data auto). */
+	HINT_ROW("fi_getinfo: hints control_progress FI_PROGRESS_AUTO", -FI_ENODATA,
+		 h->domain_attr->control_progress = FI_PROGRESS_AUTO);
+	HINT_ROW("fi_getinfo: hints data_progress 99", -FI_ENODATA,
+		 h->domain_attr->data_progress = (enum fi_progress)99);
+	HINT_ROW("fi_getinfo: hints data_progress FI_PROGRESS_AUTO (control)", 0,
+		 h->domain_attr->data_progress = FI_PROGRESS_AUTO);
 	HINT_ROW("fi_getinfo: hints shared tx context", -FI_ENODATA,
 		 h->ep_attr->tx_ctx_cnt = FI_SHARED_CONTEXT);
 	HINT_ROW("fi_getinfo: hints domain name of no device", -FI_ENODATA,
@@ -672,8 +685,10 @@ static void phase_fabric(void)
 	ea.wait_obj = (enum fi_wait_obj)99;
 	ROW("fi_eq_open: wait_obj 99", -FI_EINVAL, eq_try(&ea));
 	ea.wait_obj = FI_WAIT_SET;
-	ROW("fi_eq_open: FI_WAIT_SET without a wait set (wait sets unsupported)", -FI_ENOSYS,
-	    eq_try(&ea));
+	ROW("fi_eq_open: FI_WAIT_SET with wait_set NULL", -FI_EINVAL, eq_try(&ea));
+	ea.wait_set = (struct fid_wait *)&fake_cq;
+	ROW("fi_eq_open: FI_WAIT_SET with a CQ as wait_set", -FI_EINVAL, eq_try(&ea));
+	ea.wait_set = NULL;
 	ea.wait_obj = FI_WAIT_MUTEX_COND;
 	ROW("fi_eq_open: FI_WAIT_MUTEX_COND (unsupported)", -FI_ENOSYS, eq_try(&ea));
 	ea.wait_obj = FI_WAIT_NONE;
@@ -721,9 +736,93 @@ static void phase_fabric(void)
 	/* other fabric calls */
 	struct fi_wait_attr wa = { .wait_obj = FI_WAIT_FD };
 	struct fid_wait *ws = NULL;
-	ROW("fi_wait_open: wait sets (unsupported)", -FI_ENOSYS, fi_wait_open(g.fab, &wa, &ws));
+	ROW("fi_wait_open: attr NULL", -FI_EINVAL, fi_wait_open(g.fab, NULL, &ws));
+	ROW("fi_wait_open: waitset out-param NULL", -FI_EINVAL, fi_wait_open(g.fab, &wa, NULL));
+	wa.wait_obj = (enum fi_wait_obj)99;
+	ROW("fi_wait_open: wait_obj 99", -FI_EINVAL, fi_wait_open(g.fab, &wa, &ws));
+	wa.wait_obj = FI_WAIT_NONE;
+	ROW("fi_wait_open: FI_WAIT_NONE", -FI_EINVAL, fi_wait_open(g.fab, &wa, &ws));
+	wa.wait_obj = FI_WAIT_MUTEX_COND;
+	ROW("fi_wait_open: FI_WAIT_MUTEX_COND (unsupported)", -FI_ENOSYS, fi_wait_open(g.fab, &wa, &ws));
+	wa.wait_obj = FI_WAIT_FD;
+	wa.flags = BOGUS_FLAG;
+	ROW("fi_wait_open: unknown flag bit", -FI_EBADFLAGS, fi_wait_open(g.fab, &wa, &ws));
+	wa.flags = 0;
+	ROW("fi_wait_open: domain as fabric", -FI_EINVAL,
+	    g.fab->ops->wait_open((struct fid_fabric *)g.dom, &wa, &ws));
+	ROW("fi_wait_open: FI_WAIT_FD (control)", 0, fi_wait_open(g.fab, &wa, &ws));
+	ROW("fi_wait: empty wait set, timeout 0", -FI_ETIMEDOUT, fi_wait(ws, 0));
+	ROW("fi_control(wait set, FI_GETWAIT, NULL)", -FI_EINVAL, fi_control(&ws->fid, FI_GETWAIT, NULL));
+	ROW("fi_control(wait set, unknown command)", -FI_ENOSYS, fi_control(&ws->fid, BOGUS_CMD, &fd));
+	ROW("fi_close(wait set) (control)", 0, fi_close(&ws->fid));
 	ROW("fi_control(fabric, FI_GETWAIT)", -FI_ENOSYS, fi_control(&g.fab->fid, FI_GETWAIT, &fd));
 	ROW("fi_open_ops(fabric)", -FI_ENOSYS, fi_open_ops(&g.fab->fid, "x", 0, &ops, NULL));
+}
+
+/* counters, poll sets (from phase_domain) */
+static void phase_cntr_poll(struct fi_cntr_attr *cta, struct fid_cntr **cntr, struct fi_poll_attr *pa,
+			    struct fid_poll **ps)
+{
+	int fd = -1;
+	void *ctxs[4];
+	ROW("fi_cntr_open: cntr out-param NULL", -FI_EINVAL, fi_cntr_open(g.dom, cta, NULL, NULL));
+	cta->events = (enum fi_cntr_events)99;
+	ROW("fi_cntr_open: events 99", -FI_EINVAL, fi_cntr_open(g.dom, cta, cntr, NULL));
+	cta->events = FI_CNTR_EVENTS_COMP;
+	cta->wait_obj = (enum fi_wait_obj)99;
+	ROW("fi_cntr_open: wait_obj 99", -FI_EINVAL, fi_cntr_open(g.dom, cta, cntr, NULL));
+	cta->wait_obj = FI_WAIT_YIELD;
+	ROW("fi_cntr_open: FI_WAIT_YIELD (unsupported)", -FI_ENOSYS, fi_cntr_open(g.dom, cta, cntr, NULL));
+	cta->wait_obj = FI_WAIT_SET;
+	ROW("fi_cntr_open: FI_WAIT_SET with wait_set NULL", -FI_EINVAL, fi_cntr_open(g.dom, cta, cntr, NULL));
+	cta->wait_obj = FI_WAIT_NONE;
+	cta->flags = BOGUS_FLAG;
+	ROW("fi_cntr_open: unknown flag bit", -FI_EBADFLAGS, fi_cntr_open(g.dom, cta, cntr, NULL));
+	cta->flags = 0;
+	ROW("fi_cntr_open: a CQ as the domain", -FI_EINVAL,
+	    g.dom->ops->cntr_open((struct fid_domain *)g.cq_w, cta, cntr, NULL));
+	ROW("fi_cntr_open: FI_WAIT_NONE (control)", 0, fi_cntr_open(g.dom, cta, cntr, NULL));
+	/* fi_cntr(3): invalid to wait on a FI_WAIT_NONE counter */
+	ROW("fi_cntr_wait: FI_WAIT_NONE counter", -FI_EINVAL, fi_cntr_wait(*cntr, 1, 0));
+	ROW("fi_control(cntr, FI_GETWAIT) on a FI_WAIT_NONE counter", -FI_ENODATA,
+	    fi_control(&(*cntr)->fid, FI_GETWAIT, &fd));
+	ROW("fi_trywait: counter opened with FI_WAIT_NONE", -FI_EINVAL, trywait1(&(*cntr)->fid));
+	ROW("fi_trywait: foreign counter fid", -FI_EINVAL, trywait1(&fake_cntr));
+	ROW("fi_control(cntr, unknown command)", -FI_ENOSYS, fi_control(&(*cntr)->fid, BOGUS_CMD, &fd));
+	ROW("fi_close(cntr) (control)", 0, fi_close(&(*cntr)->fid));
+	/* fi_cntr(3): time-out is -FI_ETIMEDOUT */
+	ROW("fi_cntr_wait: threshold 1 at 0, timeout 0", -FI_ETIMEDOUT, fi_cntr_wait(g.cntr, 1, 0));
+	ROW("fi_cntr_wait: threshold 0 at 0 (control)", 0, fi_cntr_wait(g.cntr, 0, 0));
+	ROW("fi_control(cntr, FI_GETWAIT, NULL)", -FI_EINVAL, fi_control(&g.cntr->fid, FI_GETWAIT, NULL));
+	ROW("fi_control(cntr, FI_GETWAITOBJ, NULL)", -FI_EINVAL, fi_control(&g.cntr->fid, FI_GETWAITOBJ, NULL));
+
+	ROW("fi_poll_open: attr NULL", -FI_EINVAL, fi_poll_open(g.dom, NULL, ps));
+	ROW("fi_poll_open: pollset out-param NULL", -FI_EINVAL, fi_poll_open(g.dom, pa, NULL));
+	pa->flags = BOGUS_FLAG;
+	ROW("fi_poll_open: unknown flag bit", -FI_EBADFLAGS, fi_poll_open(g.dom, pa, ps));
+	pa->flags = 0;
+	ROW("fi_poll_open (control)", 0, fi_poll_open(g.dom, pa, ps));
+	ROW("fi_poll_add: NULL object", -FI_EINVAL, fi_poll_add(*ps, NULL, 0));
+	ROW("fi_poll_add: a domain", -FI_EINVAL, fi_poll_add(*ps, &g.dom->fid, 0));
+	ROW("fi_poll_add: foreign CQ fid", -FI_EINVAL, fi_poll_add(*ps, &fake_cq, 0));
+	ROW("fi_poll_add: an EQ", -FI_EINVAL, fi_poll_add(*ps, &g.eq_w->fid, 0));
+	ROW("fi_poll_add: unknown flag bit", -FI_EBADFLAGS, fi_poll_add(*ps, &g.cq_w->fid, BOGUS_FLAG));
+	ROW("fi_poll_del: not a member", -FI_ENOENT, fi_poll_del(*ps, &g.cq_w->fid, 0));
+	ROW("fi_poll_del: unknown flag bit", -FI_EBADFLAGS, fi_poll_del(*ps, &g.cq_w->fid, BOGUS_FLAG));
+	ROW("fi_poll: count -1", -FI_EINVAL, fi_poll(*ps, ctxs, -1));
+	ROW("fi_poll: context NULL, count 1", -FI_EINVAL, fi_poll(*ps, NULL, 1));
+	ROW("fi_poll: empty set (control)", 0, fi_poll(*ps, ctxs, 4));
+	ROW("fi_poll_add: a CQ (control)", 0, fi_poll_add(*ps, &g.cq_w->fid, 0));
+	ROW("fi_poll_add: the same CQ again", -FI_EALREADY, fi_poll_add(*ps, &g.cq_w->fid, 0));
+	ROW("fi_poll_add: a counter (control)", 0, fi_poll_add(*ps, &g.cntr->fid, 0));
+	ROW("fi_poll: idle members", 0, fi_poll(*ps, ctxs, 4));
+	SETUP(fi_cntr_add(g.cntr, 1));
+	ROW("fi_poll: counter changed by fi_cntr_add only (fi_poll(3))", 0, fi_poll(*ps, ctxs, 4));
+	ROW("fi_close(cq) in a poll set", -FI_EBUSY, fi_close(&g.cq_w->fid));
+	ROW("fi_poll_del: the CQ (control)", 0, fi_poll_del(*ps, &g.cq_w->fid, 0));
+	ROW("fi_poll_del: the counter (control)", 0, fi_poll_del(*ps, &g.cntr->fid, 0));
+	SETUP(fi_cntr_set(g.cntr, 0));
+	ROW("fi_close(poll set) (control)", 0, fi_close(&(*ps)->fid));
 }
 
 static void phase_domain(void)
@@ -743,7 +842,10 @@ static void phase_domain(void)
 	ca.wait_obj = (enum fi_wait_obj)99;
 	ROW("fi_cq_open: wait_obj 99", -FI_EINVAL, cq_try(&ca));
 	ca.wait_obj = FI_WAIT_SET;
-	ROW("fi_cq_open: FI_WAIT_SET (unsupported)", -FI_ENOSYS, cq_try(&ca));
+	ROW("fi_cq_open: FI_WAIT_SET with wait_set NULL", -FI_EINVAL, cq_try(&ca));
+	ca.wait_set = (struct fid_wait *)&fake_cq;
+	ROW("fi_cq_open: FI_WAIT_SET with a foreign wait_set", -FI_EINVAL, cq_try(&ca));
+	ca.wait_set = NULL;
 	ca.wait_obj = FI_WAIT_YIELD;
 	ROW("fi_cq_open: FI_WAIT_YIELD (unsupported)", -FI_ENOSYS, cq_try(&ca));
 	ca.wait_obj = FI_WAIT_UNSPEC;
@@ -837,8 +939,7 @@ static void phase_domain(void)
 	memset(&cola, 0, sizeof(cola));
 	ROW("fi_av_open: attr NULL", -FI_EINVAL, av_try(NULL));
 	ROW("fi_av_open: av out-param NULL", -FI_EINVAL, fi_av_open(g.dom, &ava, NULL, NULL));
-	ROW("fi_cntr_open (counters unsupported)", -FI_ENOSYS, fi_cntr_open(g.dom, &cta, &cntr, NULL));
-	ROW("fi_poll_open (poll sets unsupported)", -FI_ENOSYS, fi_poll_open(g.dom, &pa, &ps));
+	phase_cntr_poll(&cta, &cntr, &pa, &ps);
 	ROW("fi_stx_context (unsupported)", -FI_ENOSYS, fi_stx_context(g.dom, &txa, &stx, NULL));
 	ROW("fi_srx_context (unsupported)", -FI_ENOSYS, fi_srx_context(g.dom, &rxa, &e, NULL));
 	ROW("fi_scalable_ep (unsupported)", -FI_ENOSYS, fi_scalable_ep(g.dom, g.cinfo, &e, NULL));
@@ -1067,7 +1168,20 @@ static void phase_unconnected(void)
 	ROW("fi_ep_bind: foreign CQ fid", -FI_EINVAL, fi_ep_bind(ep, &fake_cq, FI_TRANSMIT));
 	ROW("fi_ep_bind: foreign EQ fid", -FI_EINVAL, fi_ep_bind(ep, &fake_eq, 0));
 	ROW("fi_ep_bind: an address vector (none on MSG)", -FI_EINVAL, fi_ep_bind(ep, &fake_av, 0));
-	ROW("fi_ep_bind: a counter (unsupported)", -FI_ENOSYS, fi_ep_bind(ep, &fake_cntr, FI_SEND));
+	ROW("fi_ep_bind: foreign counter fid", -FI_EINVAL, fi_ep_bind(ep, &fake_cntr, FI_SEND));
+	ROW("fi_ep_bind: counter with flags 0", -FI_EBADFLAGS, fi_ep_bind(ep, &g.cntr->fid, 0));
+	ROW("fi_ep_bind: counter with an unknown flag bit", -FI_EBADFLAGS,
+	    fi_ep_bind(ep, &g.cntr->fid, FI_SEND | BOGUS_FLAG));
+	ROW("fi_ep_bind: counter with FI_TRANSMIT|FI_SELECTIVE_COMPLETION", -FI_EBADFLAGS,
+	    fi_ep_bind(ep, &g.cntr->fid, FI_SEND | FI_SELECTIVE_COMPLETION));
+	/* fi_cntr(3)/fi_endpoint(3): remote counters need FI_RMA_EVENT, not offered */
+	ROW("fi_ep_bind: counter FI_REMOTE_WRITE (no FI_RMA_EVENT)", -FI_EOPNOTSUPP,
+	    fi_ep_bind(ep, &g.cntr->fid, FI_REMOTE_WRITE));
+	ROW("fi_ep_bind: counter FI_REMOTE_READ (no FI_RMA_EVENT)", -FI_EOPNOTSUPP,
+	    fi_ep_bind(ep, &g.cntr->fid, FI_REMOTE_READ));
+	ROW("fi_ep_bind: counter FI_SEND (control)", 0, fi_ep_bind(ep, &g.cntr->fid, FI_SEND));
+	ROW("fi_ep_bind: second FI_SEND counter", -FI_EINVAL, fi_ep_bind(ep, &g.cntr->fid, FI_SEND | FI_READ));
+	ROW("fi_close(cntr) bound to an idle endpoint", -FI_EBUSY, fi_close(&g.cntr->fid));
 	ROW("fi_ep_bind: a shared tx context (unsupported)", -FI_ENOSYS, fi_ep_bind(ep, &fake_stx, 0));
 	ROW("fi_ep_bind: CQ with flags 0", -FI_EBADFLAGS, fi_ep_bind(ep, &g.cq_u->fid, 0));
 	ROW("fi_ep_bind: CQ with an unknown flag bit", -FI_EBADFLAGS,
@@ -1104,6 +1218,7 @@ static void phase_unconnected(void)
 	ROW("fi_enable: EQ + transmit CQ (control)", 0, fi_enable(ep));
 	ROW("fi_enable: twice", -FI_EOPBADSTATE, fi_enable(ep));
 	ROW("fi_ep_bind: receive CQ after fi_enable", -FI_EOPBADSTATE, fi_ep_bind(ep, &cq_u2->fid, FI_RECV));
+	ROW("fi_ep_bind: counter after fi_enable", -FI_EOPBADSTATE, fi_ep_bind(ep, &g.cntr->fid, FI_WRITE));
 
 	/* enabled, not connected */
 	ROW("fi_send: enabled, not connected", -FI_EOPBADSTATE, fi_send(ep, g.buf, 64, g.desc, 0, NULL));
@@ -1126,9 +1241,18 @@ static void phase_unconnected(void)
 	SETUP(fi_ep_bind(ep2, &g.eq_u->fid, 0));
 	ROW("fi_enable: EQ bound, no CQ", -FI_ENOCQ, fi_enable(ep2));
 	ROW("fi_close(ep) never enabled (control)", 0, fi_close(&ep2->fid));
+	/* a receive counter needs a receive CQ (completions are counted as it polls them) */
+	SETUP(fi_endpoint(g.dom, g.pinfo, &ep2, NULL));
+	SETUP(fi_ep_bind(ep2, &g.eq_u->fid, 0));
+	SETUP(fi_ep_bind(ep2, &cq_u2->fid, FI_TRANSMIT));
+	SETUP(fi_ep_bind(ep2, &g.cntr2->fid, FI_RECV));
+	ROW("fi_enable: receive counter without a receive CQ", -FI_ENOCQ, fi_enable(ep2));
+	SETUP(fi_close(&ep2->fid));
 
 	ROW("fi_close(ep) enabled, unconnected (control)", 0, fi_close(&ep->fid));
 	g.ep_u = NULL;
+	ROW("fi_close(cntr) once its endpoint is closed (control)", 0, fi_close(&g.cntr->fid));
+	SETUP(fi_close(&g.cntr2->fid));
 	ROW("fi_close(cq) once its endpoint is closed (control)", 0, fi_close(&g.cq_u->fid));
 	g.cq_u = NULL;
 	ROW("fi_close(eq) once its endpoints are closed (control)", 0, fi_close(&g.eq_u->fid));
@@ -1683,6 +1807,9 @@ static void setup(void)
 	SETUP(fi_cq_open(g.dom, &ca, &g.cq_none, NULL));
 	ca.wait_obj = FI_WAIT_UNSPEC;
 	SETUP(fi_cq_open(g.dom, &ca, &g.cq_w, NULL));
+	struct fi_cntr_attr cta = { .events = FI_CNTR_EVENTS_COMP, .wait_obj = FI_WAIT_UNSPEC };
+	SETUP(fi_cntr_open(g.dom, &cta, &g.cntr, NULL));
+	SETUP(fi_cntr_open(g.dom, &cta, &g.cntr2, NULL));
 	g.buf = alloc_buf(BUF_LEN);
 	SETUP(fi_mr_reg(g.dom, g.buf, BUF_LEN,
 			FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE, 0, 0,

@@ -585,6 +585,8 @@ void setup_active(struct tctx *t, struct fi_info *info)
 	CHK(fi_ep_bind(t->ep, &t->eq->fid, 0));
 	CHK(fi_ep_bind(t->ep, &t->txcq->fid, t->tx_bind_flags));
 	CHK(fi_ep_bind(t->ep, &t->rxcq->fid, t->rx_bind_flags));
+	if (t->pre_enable)
+		t->pre_enable(t);
 	CHK(fi_enable(t->ep));
 }
 

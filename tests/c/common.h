@@ -150,6 +150,7 @@ struct tctx {
 	uint64_t rx_bind_flags;     /* FI_RECV | ... */
 	size_t cq_size;
 	bool clear_tx_completion;   /* clear FI_COMPLETION from tx op_flags */
+	void (*pre_enable)(struct tctx *t); /* called by setup_active before fi_enable */
 };
 
 /* Initialise a context with defaults (1.17 API, FORMAT_CONTEXT/DATA). */

@@ -77,7 +77,35 @@ int main(void)
 		ret = fi_eq_open(fabric, NULL, NULL, NULL);
 		CHECK(ret == -FI_EINVAL, "fi_eq_open(NULL attr) = %d (-FI_EINVAL)", ret);
 		ret = fi_wait_open(fabric, NULL, NULL);
-		CHECK(ret == -FI_ENOSYS, "fi_wait_open = %d (-FI_ENOSYS)", ret);
+		CHECK(ret == -FI_EINVAL, "fi_wait_open(NULL) = %d (-FI_EINVAL)", ret);
+		{
+			struct fi_wait_attr wa = { .wait_obj = FI_WAIT_MUTEX_COND };
+			struct fid_wait *ws = NULL;
+			ret = fi_wait_open(fabric, &wa, &ws);
+			CHECK(ret == -FI_ENOSYS, "fi_wait_open(FI_WAIT_MUTEX_COND) = %d (-FI_ENOSYS)", ret);
+			wa.wait_obj = FI_WAIT_FD;
+			wa.flags = 1;
+			ret = fi_wait_open(fabric, &wa, &ws);
+			CHECK(ret == -FI_EBADFLAGS, "fi_wait_open(flags 1) = %d (-FI_EBADFLAGS)", ret);
+			wa.flags = 0;
+			ret = fi_wait_open(fabric, &wa, &ws);
+			CHECK(ret == 0 && ws, "fi_wait_open(FI_WAIT_FD) = %d", ret);
+			if (ret == 0) {
+				int fd = -1;
+				enum fi_wait_obj wo = FI_WAIT_NONE;
+				ret = fi_control(&ws->fid, FI_GETWAIT, &fd);
+				CHECK(ret == 0 && fd >= 0, "fi_control(wait set, FI_GETWAIT) = %d, fd %d", ret, fd);
+				ret = fi_control(&ws->fid, FI_GETWAITOBJ, &wo);
+				CHECK(ret == 0 && wo == FI_WAIT_FD, "FI_GETWAITOBJ = %d, %d", ret, (int)wo);
+				ret = fi_wait(ws, 20);
+				CHECK(ret == -FI_ETIMEDOUT, "fi_wait(empty set, 20 ms) = %d (-FI_ETIMEDOUT)", ret);
+				struct fid *f = &ws->fid;
+				ret = fi_trywait(fabric, &f, 1);
+				CHECK(ret == 0, "fi_trywait(empty wait set) = %d (0)", ret);
+				ret = fi_close(&ws->fid);
+				CHECK(ret == 0, "fi_close(wait set) = %d", ret);
+			}
+		}
 		ret = fi_trywait(fabric, NULL, 1);
 		CHECK(ret == -FI_EINVAL, "fi_trywait(NULL fids, 1) = %d (-FI_EINVAL)", ret);
 		ret = fi_control(&fabric->fid, FI_GETWAIT, NULL);
