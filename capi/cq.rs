@@ -67,6 +67,14 @@ pub unsafe extern "C" fn cq_open(domain: *mut fid_domain, attr: *mut fi_cq_attr,
         if let Some(ws) = &ws {
             cq.join(ws)?;
         }
+        let max = d.inner.attr.max_cqe.max(1) as usize;
+        if a.size > max {
+            // Larger than the device can hold (ofi_rxm asks (tx+rx) x universe
+            // size = 262144 by default): the CQ is clamped to max_cqe and says so
+            // in attr.size; endpoints binding beyond it fail fi_enable (-FI_ENOSPC).
+            // SAFETY: attr is the caller's writable fi_cq_attr (checked non-NULL).
+            unsafe { (*attr).size = max };
+        }
         let o = into_c(CqObj {
             fid: fid_cq {
                 fid: fid { fclass: FI_CLASS_CQ, context, ops: &CQ_FI_OPS as *const _ as *mut _ },

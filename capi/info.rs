@@ -122,6 +122,11 @@ pub unsafe fn from_c(p: *const fi_info) -> FiResult<Info> {
             mr_cnt: d.mr_cnt,
             tclass: d.tclass,
         };
+    } else {
+        // No domain attributes: the caller constrains none of them, mr_mode
+        // included (utility providers such as ofi_rxm ask their core provider
+        // that way from fi_fabric). Mode bits rsverbs needs are then accepted.
+        i.domain.mr_mode = MR_MODE;
     }
     if !c.fabric_attr.is_null() {
         // SAFETY: valid pointer per the contract.

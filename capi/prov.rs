@@ -79,9 +79,13 @@ pub unsafe fn getinfo_common(
     let info = nonnull(info, "fi_getinfo: info")?;
     // SAFETY: checked non-NULL.
     unsafe { *info = std::ptr::null_mut() };
-    let known = FI_SOURCE | FI_NUMERICHOST | FI_PROV_ATTR_ONLY | FI_RMA_EVENT;
+    let core_internal = OFI_GETINFO_INTERNAL | OFI_CORE_PROV_ONLY | OFI_GETINFO_HIDDEN | OFI_OFFLOAD_PROV_ONLY;
+    let known = FI_SOURCE | FI_NUMERICHOST | FI_PROV_ATTR_ONLY | FI_RMA_EVENT | core_internal;
     if flags & !known != 0 {
         return crate::fail!(FiError::BADFLAGS, "fi_getinfo: unknown flags {:#x}", flags & !known);
+    }
+    if flags & OFI_CORE_PROV_ONLY != 0 {
+        tracing::info!("fi_getinfo: asked as the core provider of a utility provider (e.g. ofi_rxm)");
     }
     let req = Request {
         version,
@@ -89,7 +93,7 @@ pub unsafe fn getinfo_common(
         node: unsafe { cstr_opt(node) },
         // SAFETY: as above.
         service: unsafe { cstr_opt(service) },
-        flags,
+        flags: flags & !core_internal,
         // SAFETY: hints is NULL or a valid fi_info.
         hints: if hints.is_null() { None } else { Some(unsafe { super::info::from_c(hints) }?) },
     };

@@ -98,7 +98,7 @@ const ACCESS_BITS: u64 = FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ
 impl MemRegion {
     /// Registers `[addr, addr+len)`. `access` 0 means all access.
     pub fn register(domain: &Arc<Domain>, addr: u64, len: usize, access: u64, flags: u64) -> FiResult<Arc<MemRegion>> {
-        if flags != 0 && flags & !FI_RMA_EVENT != 0 {
+        if flags & !(FI_RMA_EVENT | OFI_MR_NOCACHE) != 0 {
             return crate::fail!(FiError::BADFLAGS, "fi_mr_reg: unsupported flags {flags:#x}");
         }
         if flags & FI_RMA_EVENT != 0 {

@@ -71,6 +71,7 @@ record fi_info "$rc"
 if [ "$SUITE_PROVIDER" = rsverbs ] && [ "${SKIP_CORE:-0}" != 1 ]; then
   . "$(dirname "${BASH_SOURCE[0]}")/suite-core.sh"
   suite_core
+  suite_rxm   # libfabric's ofi_rxm over rsverbs (suite-core.sh, rxm block)
 fi
 
 # ----------------------------------------------------------------------------
@@ -173,6 +174,29 @@ for entry in "${CTESTS[@]}"; do
   selected "$name" || continue
   run_ctest "$name" "${parts[@]:1}"
 done
+
+# ---- rxm block: C tests through libfabric's ofi_rxm stacked on rsverbs -----
+# prov_name "verbs;ofi_rxm" (TEST_PROVIDER), FI_PROVIDER unset (the suite's
+# FI_PROVIDER=verbs would filter ofi_rxm out).  name:program, as in CTESTS.
+# rdm_sendrecv/rdm_tagged/rdm_rma are not run here: they pass their first
+# phases over rxm but assert rsverbs-native behaviour rxm does not share
+# (truncated receive's err.len, FI_DISCARD's len, which atomics are valid).
+RXM_CTESTS=(
+  rxm_mercury_info:rxm_mercury_info
+)
+if [ "$SUITE_PROVIDER" = rsverbs ]; then
+  for entry in "${RXM_CTESTS[@]}"; do
+    IFS=: read -r -a parts <<<"$entry"
+    name="${parts[0]}"
+    selected "$name" || continue
+    (
+      unset FI_PROVIDER
+      export TEST_PROVIDER="verbs;ofi_rxm"
+      run_ctest "$name" "${parts[@]:1}"
+    )
+  done
+fi
+# ---- end of the rxm block ----------------------------------------------------
 
 cat "$LAB_OUT/results.txt"
 lab_summary
