@@ -7,8 +7,10 @@
 pub mod abi;
 pub mod av;
 pub mod consts;
+pub mod core_api;
 pub mod cq;
 pub mod domain;
+pub mod embed;
 pub mod ep;
 pub mod eq;
 pub mod info;
@@ -17,4 +19,5 @@ pub mod prov;
 pub mod rdm;
 pub mod rdm_atomic;
 pub mod rdm_mem;
+pub mod tostr;
 pub mod util;
