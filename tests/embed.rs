@@ -202,7 +202,7 @@ fn dropin_fi_info_lists_only_rsverbs() {
     assert!(o.status.success(), "fi_info -l failed:\n{t}");
     let out = String::from_utf8_lossy(&o.stdout).to_string();
     assert_eq!(out, "verbs:\n    version: 1000.1\n", "fi_info -l should list rsverbs alone");
-    assert!(!t.contains("/usr/lib/x86_64-linux-gnu/libfabric.so"), "the system libfabric was loaded:\n{t}");
+    assert!(!t.contains("/lib/x86_64-linux-gnu/libfabric.so"), "the system libfabric was loaded:\n{t}");
     assert!(t.contains(&format!("{}/libfabric.so.1", d.display())), "the drop-in was not loaded:\n{t}");
     // --version goes through fi_tostr(FI_TYPE_VERSION).
     let o = run(&["--version"], None);
