@@ -31,6 +31,12 @@ pub fn prov_name() -> &'static str {
         .unwrap_or("verbs")
 }
 
+/// The provider name as a C string (static storage).
+pub fn provider_name_ptr() -> *const c_char {
+    prov_name();
+    PROV_NAME.get().map_or(c"verbs".as_ptr(), |c| c.as_ptr())
+}
+
 /// The provider struct libfabric receives (allocated once, never freed).
 pub fn provider() -> *mut fi_provider {
     PROVIDER
@@ -55,6 +61,7 @@ pub fn provider() -> *mut fi_provider {
 pub extern "C" fn fi_prov_ini() -> *mut fi_provider {
     match std::panic::catch_unwind(|| {
         crate::log::init();
+        super::embed::note_prov_ini();
         tracing::info!("rsverbs {} registering as provider '{}'", env!("CARGO_PKG_VERSION"), prov_name());
         provider()
     }) {

@@ -25,5 +25,6 @@ pub mod log;
 pub mod mr;
 pub mod rdm;
 pub mod sys;
+pub mod tostr;
 pub mod verbs;
 pub mod wait;

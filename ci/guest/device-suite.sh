@@ -78,6 +78,17 @@ fi
 # End of the lead's section.
 # ============================================================================
 
+# ============================================================================
+# Embedding (issue 5, ci/guest/embed.sh): unmodified fi_info/fi_pingpong on the
+# drop-in libfabric.so.1, the header example, rsverbs beside the real core.
+# Runs when no test filter is given or the filter names "embed".
+# ----------------------------------------------------------------------------
+if [ "$SUITE_PROVIDER" = rsverbs ] && { [ $# -eq 0 ] || printf '%s\n' "$@" | grep -qx embed; }; then
+  . "$(dirname "${BASH_SOURCE[0]}")/embed.sh"
+  suite_embed
+fi
+# ---- end of the embedding block ---------------------------------------------
+
 # ---- C operation tests (tests/c) -------------------------------------------
 
 # name:program[:arg...]  (the test name is what the program prints)
