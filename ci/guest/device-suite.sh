@@ -98,6 +98,12 @@ CTESTS=(
   rdm_rma:rdm_rma
   rdm_source:rdm_source
   rdm_large:rdm_large
+  # reliability (issue 7; docs/reliability.md)
+  rdm_hostile:rdm_hostile
+  msg_peerkill:msg_peerkill
+  soak_threads_msg:soak_threads:msg
+  soak_threads_rdm:soak_threads:rdm
+  fault_queues:fault_queues
 )
 CTEST_TIMEOUT="${CTEST_TIMEOUT:-180}"
 
@@ -157,6 +163,51 @@ for entry in "${CTESTS[@]}"; do
   selected "$name" || continue
   run_ctest "$name" "${parts[@]:1}"
 done
+
+# ---- reliability: faults (issue 7, docs/reliability.md) --------------------
+# fault_memlock: without CAP_IPC_LOCK (root ignores RLIMIT_MEMLOCK) and with
+# `ulimit -l 256`.  The link faults disturb the device, so they run last;
+# each restores dummy0/rxe0 and checks rxe0 is ACTIVE again before going on.
+rel_ctest_wrapped() { # NAME CMD... : like run_ctest, for a wrapped command
+  local name="$1" log="$LAB_OUT/$1.log" rc last; shift
+  lab_log "ctest $name: $*"
+  with_timeout "$CTEST_TIMEOUT" "$@" >"$log" 2>&1
+  rc=$?
+  last="$(tail -n 1 "$log" 2>/dev/null)"
+  if [ "$rc" = 0 ] && [ "$last" != "PASS $name" ]; then rc=1; fi
+  if [ "$rc" = 0 ]; then echo "$last"; else echo "--- $log (tail)"; tail -n 25 "$log"; fi
+  record "$name" "$rc"
+}
+rel_rxe_active() { rdma link show "$LAB_DEV/1" 2>/dev/null | grep -q 'state ACTIVE'; }
+rel_restore_rxe() { # bring dummy0 up, re-add rxe0 if gone, wait for ACTIVE (60 s)
+  local t0=$SECONDS
+  ip link set "$LAB_NETDEV" up
+  rdma link show "$LAB_DEV/1" >/dev/null 2>&1 || rdma link add "$LAB_DEV" type rxe netdev "$LAB_NETDEV"
+  while ! rel_rxe_active; do
+    [ $((SECONDS - t0)) -ge 60 ] && { lab_log "rxe restore: $LAB_DEV not ACTIVE after 60 s"; rdma link show; return 1; }
+    sleep 0.5
+  done
+  lab_log "rxe restore: $LAB_DEV ACTIVE again after $((SECONDS - t0)) s"
+}
+if selected fault_memlock; then
+  rel_ctest_wrapped fault_memlock setpriv --inh-caps=-ipc_lock --bounding-set=-ipc_lock -- \
+    bash -c "ulimit -l 256 && exec '$bin/fault_memlock'"
+fi
+if selected fault_link_ifdown; then
+  rel_ctest_wrapped fault_link_ifdown "$bin/fault_link" ifdown
+  rel_restore_rxe; record fault_link_ifdown_restored $?
+fi
+if selected fault_link_rxe; then
+  rel_ctest_wrapped fault_link_rxe "$bin/fault_link" rxe
+  # The delete completes once no process holds the device any more.
+  t0=$SECONDS
+  while rdma link show "$LAB_DEV/1" >/dev/null 2>&1 && [ $((SECONDS - t0)) -lt 60 ]; do sleep 0.5; done
+  if rdma link show "$LAB_DEV/1" >/dev/null 2>&1; then rc=1; else rc=0; fi
+  lab_log "rdma link delete: rc=$rc (0: the device was gone $((SECONDS - t0)) s after the test exited)"
+  record fault_link_rxe_deleted "$rc"
+  rel_restore_rxe; record fault_link_rxe_restored $?
+  rel_ctest_wrapped fault_link_after "$bin/fault_link" after
+fi
 
 cat "$LAB_OUT/results.txt"
 lab_summary
