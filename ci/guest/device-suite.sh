@@ -164,6 +164,40 @@ for entry in "${CTESTS[@]}"; do
   run_ctest "$name" "${parts[@]:1}"
 done
 
+# ---- reliability: leaks (LeakSanitizer) ------------------------------------
+# A few C tests built with -fsanitize=address: LeakSanitizer sees every
+# malloc of the process, the Rust cdylib's too (its allocator is malloc).
+# PASS only if the test passes and LeakSanitizer reports nothing
+# (suppressions: tests/c/lsan.supp, library initialisation only).
+REL_LSAN_TESTS=(msg_sendrecv msg_rma rdm_sendrecv rdm_large rdm_hostile)
+if selected leaks; then
+  abin="$LAB_OUT/asan-bin"; mkdir -p "$abin"
+  rc=0
+  for t in "${REL_LSAN_TESTS[@]}"; do
+    libs=$(sed -n '1,20s/^ \* LIBS: *\(-l[^ ]*\( -l[^ ]*\)*\).*/\1/p' "tests/c/$t.c" | head -n 1)
+    # shellcheck disable=SC2086
+    gcc -std=gnu11 -O1 -g -fsanitize=address -fno-omit-frame-pointer -Itests/c "tests/c/$t.c" tests/c/common.c \
+      -o "$abin/$t" -lfabric $libs -lpthread >>"$LAB_OUT/leaks-build.log" 2>&1 || rc=1
+  done
+  record leaks_build "$rc"
+  for t in "${REL_LSAN_TESTS[@]}"; do
+    log="$LAB_OUT/leaks_$t.log"
+    lab_log "leaks: $t under LeakSanitizer"
+    ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:fast_unwind_on_malloc=0 \
+      LSAN_OPTIONS="suppressions=$PWD/tests/c/lsan.supp:print_suppressions=1:report_objects=0" \
+      with_timeout "$CTEST_TIMEOUT" "$abin/$t" >"$log" 2>&1
+    rc=$?
+    last="$(grep -E '^(PASS|FAIL) ' "$log" | tail -n 1)"
+    [ "$rc" = 0 ] && [ "$last" != "PASS $t" ] && rc=1
+    if grep -q 'ERROR: LeakSanitizer' "$log"; then
+      rc=1
+      grep -E 'SUMMARY: AddressSanitizer|^Direct leak|^Indirect leak' "$log" | head -n 20
+    fi
+    [ "$rc" = 0 ] && echo "leaks $t: none (test: $last)" || { echo "--- $log (tail)"; tail -n 40 "$log"; }
+    record "leaks_$t" "$rc"
+  done
+fi
+
 # ---- reliability: faults (issue 7, docs/reliability.md) --------------------
 # fault_memlock: without CAP_IPC_LOCK (root ignores RLIMIT_MEMLOCK) and with
 # `ulimit -l 256`.  The link faults disturb the device, so they run last;

@@ -193,6 +193,7 @@ static void stream(void)
 	struct acct a;
 	memset(&a, 0, sizeof(a));
 	tctx_init(&t);
+	t.tx_format = t.rx_format = FI_CQ_FORMAT_DATA; /* poll_cq reads fi_cq_data_entry */
 	t.hints = make_hints(FI_MSG, 0);
 	uint8_t *buf = alloc_buf((size_t)2 * WIN * MSGLEN);
 	struct fid_mr *mr;

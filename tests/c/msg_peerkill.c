@@ -111,11 +111,10 @@ static int poll_cq(struct fid_cq *cq, bool tx, int *errors)
 {
 	int got = 0;
 	for (;;) {
-		union {
-			struct fi_cq_entry c;
-			struct fi_cq_data_entry d;
-		} e[16];
-		ssize_t r = fi_cq_read(cq, e, 16);
+		/* tx: FI_CQ_FORMAT_CONTEXT, rx: FI_CQ_FORMAT_DATA (tctx defaults) */
+		struct fi_cq_entry ce[16];
+		struct fi_cq_data_entry de[16];
+		ssize_t r = tx ? fi_cq_read(cq, ce, 16) : fi_cq_read(cq, de, 16);
 		if (r == -FI_EAGAIN)
 			return got;
 		if (r == -FI_EAVAIL) {
@@ -133,7 +132,7 @@ static int poll_cq(struct fid_cq *cq, bool tx, int *errors)
 		}
 		EXPECT(r > 0, "fi_cq_read returned %zd (%s)", r, fi_strerror((int)-r));
 		for (ssize_t k = 0; k < r; k++) {
-			void *c = tx ? e[k].c.op_context : e[k].d.op_context;
+			void *c = tx ? ce[k].op_context : de[k].op_context;
 			int i = idx_of(c);
 			EXPECT(i >= 0, "completion with an unknown context %p", c);
 			EXPECT(!seen[i], "operation %d completed twice", i);
@@ -143,8 +142,14 @@ static int poll_cq(struct fid_cq *cq, bool tx, int *errors)
 	}
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+	if (argc == 4 && strcmp(argv[1], "second") == 0) {
+		/* The client after the loss, exec'd by the survivor. */
+		test_name = "msg_peerkill";
+		test_rebind_child(atoi(argv[2]));
+		second_client(atoi(argv[3]));
+	}
 	if (!test_start("msg_peerkill"))
 		victim_client();
 
@@ -270,13 +275,17 @@ int main(void)
 	CHK(fi_getname(&t.pep->fid, addr, &alen));
 	int sv[2];
 	EXPECT(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0, "socketpair");
+	/* fork + exec: a process must not use the verbs contexts it inherited. */
 	pid_t c2 = fork();
 	EXPECT(c2 >= 0, "fork");
 	if (c2 == 0) {
+		char a1[16], a2[16];
 		close(pfd[0]);
 		close(sv[0]);
-		test_rebind_child(sv[1]);
-		second_client(pfd[1]);
+		snprintf(a1, sizeof(a1), "%d", sv[1]);
+		snprintf(a2, sizeof(a2), "%d", pfd[1]);
+		execl("/proc/self/exe", "msg_peerkill", "second", a1, a2, (char *)NULL);
+		_exit(127);
 	}
 	close(pfd[1]);
 	close(sv[1]);

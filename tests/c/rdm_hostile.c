@@ -520,7 +520,7 @@ static void post_recv(size_t len, void *ctx)
 static void friend_exchange(const char *when)
 {
 	static uint32_t seed = 1000;
-	size_t sizes[2] = {1000, 100000};
+	size_t sizes[2] = {1000, 60000}; /* eager, rendezvous; both fit RBUF */
 	for (int i = 0; i < 2; i++) {
 		struct fi_cq_tagged_entry e;
 		post_recv(sizes[i], &r2);
@@ -567,7 +567,7 @@ int main(void)
 	if (!test_start("rdm_hostile"))
 		attacker();
 
-	rdm_open(&r1, FI_MSG);
+	rdm_open(&r1, FI_MSG | FI_SOURCE);
 	/* The friend: its own endpoint, AV and CQs on the same domain. */
 	memset(&r2, 0, sizeof(r2));
 	r2.info = r1.info;
