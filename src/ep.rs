@@ -720,6 +720,10 @@ impl CmHandler for MsgEp {
             }
             CmEventKind::DeviceRemoval => {
                 self.set_state(EpState::Shutdown);
+                if let Some(qp) = self.id.qp() {
+                    // As on DISCONNECTED: every posted operation completes (flushed).
+                    let _ = qp.to_error();
+                }
                 Some(Err(EqErr { fid, err: FI_ENODEV, prov_errno: ev.status, ..Default::default() }))
             }
             _ => {

@@ -126,6 +126,12 @@ CTESTS=(
   wait_poll:wait_poll
   rdm_waitloop:rdm_waitloop
   rdm_auto:rdm_auto
+  # reliability (issue 7; docs/reliability.md)
+  rdm_hostile:rdm_hostile
+  msg_peerkill:msg_peerkill
+  soak_threads_msg:soak_threads:msg
+  soak_threads_rdm:soak_threads:rdm
+  fault_queues:fault_queues
 )
 CTEST_TIMEOUT="${CTEST_TIMEOUT:-180}"
 
@@ -208,6 +214,84 @@ if [ "$SUITE_PROVIDER" = rsverbs ]; then
   done
 fi
 # ---- end of the rxm block ----------------------------------------------------
+# ---- reliability: leaks (LeakSanitizer) ------------------------------------
+# A few C tests built with -fsanitize=address: LeakSanitizer sees every
+# malloc of the process, the Rust cdylib's too (its allocator is malloc).
+# PASS only if the test passes and LeakSanitizer reports nothing
+# (suppressions: tests/c/lsan.supp, library initialisation only).
+REL_LSAN_TESTS=(msg_sendrecv msg_rma rdm_sendrecv rdm_large rdm_hostile)
+if selected leaks; then
+  abin="$LAB_OUT/asan-bin"; mkdir -p "$abin"
+  rc=0
+  for t in "${REL_LSAN_TESTS[@]}"; do
+    libs=$(sed -n '1,20s/^ \* LIBS: *\(-l[^ ]*\( -l[^ ]*\)*\).*/\1/p' "tests/c/$t.c" | head -n 1)
+    # shellcheck disable=SC2086
+    gcc -std=gnu11 -O1 -g -fsanitize=address -fno-omit-frame-pointer -Itests/c "tests/c/$t.c" tests/c/common.c \
+      -o "$abin/$t" -lfabric $libs -lpthread >>"$LAB_OUT/leaks-build.log" 2>&1 || rc=1
+  done
+  record leaks_build "$rc"
+  for t in "${REL_LSAN_TESTS[@]}"; do
+    log="$LAB_OUT/leaks_$t.log"
+    lab_log "leaks: $t under LeakSanitizer"
+    ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:fast_unwind_on_malloc=0 \
+      LSAN_OPTIONS="suppressions=$PWD/tests/c/lsan.supp:print_suppressions=1:report_objects=0" \
+      with_timeout "$CTEST_TIMEOUT" "$abin/$t" >"$log" 2>&1
+    rc=$?
+    last="$(grep -E '^(PASS|FAIL) ' "$log" | tail -n 1)"
+    [ "$rc" = 0 ] && [ "$last" != "PASS $t" ] && rc=1
+    if grep -q 'ERROR: LeakSanitizer' "$log"; then
+      rc=1
+      grep -E 'SUMMARY: AddressSanitizer|^Direct leak|^Indirect leak' "$log" | head -n 20
+    fi
+    [ "$rc" = 0 ] && echo "leaks $t: none (test: $last)" || { echo "--- $log (tail)"; tail -n 40 "$log"; }
+    record "leaks_$t" "$rc"
+  done
+fi
+
+# ---- reliability: faults (issue 7, docs/reliability.md) --------------------
+# fault_memlock: without CAP_IPC_LOCK (root ignores RLIMIT_MEMLOCK) and with
+# `ulimit -l 256`.  The link faults disturb the device, so they run last;
+# each restores dummy0/rxe0 and checks rxe0 is ACTIVE again before going on.
+rel_ctest_wrapped() { # NAME CMD... : like run_ctest, for a wrapped command
+  local name="$1" log="$LAB_OUT/$1.log" rc last; shift
+  lab_log "ctest $name: $*"
+  with_timeout "$CTEST_TIMEOUT" "$@" >"$log" 2>&1
+  rc=$?
+  last="$(tail -n 1 "$log" 2>/dev/null)"
+  if [ "$rc" = 0 ] && [ "$last" != "PASS $name" ]; then rc=1; fi
+  if [ "$rc" = 0 ]; then echo "$last"; else echo "--- $log (tail)"; tail -n 25 "$log"; fi
+  record "$name" "$rc"
+}
+rel_rxe_active() { rdma link show "$LAB_DEV/1" 2>/dev/null | grep -q 'state ACTIVE'; }
+rel_restore_rxe() { # bring dummy0 up, re-add rxe0 if gone, wait for ACTIVE (60 s)
+  local t0=$SECONDS
+  ip link set "$LAB_NETDEV" up
+  rdma link show "$LAB_DEV/1" >/dev/null 2>&1 || rdma link add "$LAB_DEV" type rxe netdev "$LAB_NETDEV"
+  while ! rel_rxe_active; do
+    [ $((SECONDS - t0)) -ge 60 ] && { lab_log "rxe restore: $LAB_DEV not ACTIVE after 60 s"; rdma link show; return 1; }
+    sleep 0.5
+  done
+  lab_log "rxe restore: $LAB_DEV ACTIVE again after $((SECONDS - t0)) s"
+}
+if selected fault_memlock; then
+  rel_ctest_wrapped fault_memlock setpriv --inh-caps=-ipc_lock --bounding-set=-ipc_lock -- \
+    bash -c "ulimit -l 256 && exec '$bin/fault_memlock'"
+fi
+if selected fault_link_ifdown; then
+  rel_ctest_wrapped fault_link_ifdown "$bin/fault_link" ifdown
+  rel_restore_rxe; record fault_link_ifdown_restored $?
+fi
+if selected fault_link_rxe; then
+  rel_ctest_wrapped fault_link_rxe "$bin/fault_link" rxe
+  # The delete completes once no process holds the device any more.
+  t0=$SECONDS
+  while rdma link show "$LAB_DEV/1" >/dev/null 2>&1 && [ $((SECONDS - t0)) -lt 60 ]; do sleep 0.5; done
+  if rdma link show "$LAB_DEV/1" >/dev/null 2>&1; then rc=1; else rc=0; fi
+  lab_log "rdma link delete: rc=$rc (0: the device was gone $((SECONDS - t0)) s after the test exited)"
+  record fault_link_rxe_deleted "$rc"
+  rel_restore_rxe; record fault_link_rxe_restored $?
+  rel_ctest_wrapped fault_link_after "$bin/fault_link" after
+fi
 
 cat "$LAB_OUT/results.txt"
 lab_summary

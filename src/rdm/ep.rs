@@ -1493,9 +1493,10 @@ impl Inner {
                         }
                         self.repost_pool(idx, Some(addr));
                     }
-                    if !flushed {
-                        self.conn_failed(conn_id, FI_EIO);
-                    }
+                    // A flush on a connection still in the table means its QP
+                    // went to error behind our back (e.g. a peer's access
+                    // violation): tear it down, or it would linger, dead.
+                    self.conn_failed(conn_id, if flushed { FI_ECONNABORTED } else { FI_EIO });
                     return;
                 }
                 self.handle_recv(conn_id, idx, wc);
@@ -1505,8 +1506,8 @@ impl Inner {
                 if let Some(done) = done {
                     self.tx_done(done, if ok { None } else { Some(crate::cq::status_to_err(wc.status())) });
                 }
-                if !ok && !flushed {
-                    self.conn_failed(conn_id, FI_EIO);
+                if !ok {
+                    self.conn_failed(conn_id, if flushed { FI_ECONNABORTED } else { FI_EIO });
                 }
             }
             WrKind::Op => {
@@ -1522,8 +1523,8 @@ impl Inner {
                     Some(WrOp::Rma(done)) => self.tx_done(done, err),
                     None => {}
                 }
-                if !ok && !flushed {
-                    self.conn_failed(conn_id, FI_EIO);
+                if !ok {
+                    self.conn_failed(conn_id, if flushed { FI_ECONNABORTED } else { FI_EIO });
                 }
             }
         }

@@ -38,8 +38,11 @@ n=0
 for f in "$src"/*.c; do
 	name=$(basename "$f" .c)
 	[ "$name" = common ] && continue
+	# A test that needs more libraries names them on a " * LIBS: ..." line
+	# near its top (e.g. rdm_hostile: -libverbs -lrdmacm).
+	libs=$(sed -n '1,20s/^ \* LIBS: *\(-l[^ ]*\( -l[^ ]*\)*\).*/\1/p' "$f" | head -n 1)
 	# shellcheck disable=SC2086
-	if ! $CC $CFLAGS -I"$src" "$f" "$out/common.o" -o "$out/$name" -lfabric; then
+	if ! $CC $CFLAGS -I"$src" "$f" "$out/common.o" -o "$out/$name" -lfabric $libs -lpthread; then
 		echo "build.sh: FAILED to compile $name" >&2
 		exit 1
 	fi

@@ -263,6 +263,27 @@ bool child_exited_ok(void)
 	return child_reaped && !child_failed_status(child_status);
 }
 
+pid_t test_child_pid(void)
+{
+	return child_pid;
+}
+
+void test_forget_child(void)
+{
+	child_reaped = true;
+	child_status = 0;
+}
+
+void test_rebind_child(int fd)
+{
+	is_child = true;
+	parent_pid = getppid();
+	oob_fd = fd;
+	res_fd = -1;
+	ndeviations = 0;
+	alarm(TEST_ALARM_SECS - 10);
+}
+
 void test_finish(void)
 {
 	uint64_t start = now_ms();

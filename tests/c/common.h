@@ -114,6 +114,13 @@ void child_done(void) __attribute__((noreturn));
 void check_child(void);
 /* Parent: true once the child exited with status 0. */
 bool child_exited_ok(void);
+/* Parent: the child's pid (for tests that kill it). */
+pid_t test_child_pid(void);
+/* Parent: the test reaped the child itself (killed it); stop watching it. */
+void test_forget_child(void);
+/* In a process the test forked itself: become a client talking to the
+ * parent over oob_fd (out-of-band channel), with the client watchdog. */
+void test_rebind_child(int oob_fd);
 
 /* ---- out-of-band channel (socketpair between parent and child) -------- */
 
