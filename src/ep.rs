@@ -598,6 +598,20 @@ impl MsgEp {
                 return Err(FiError::AGAIN);
             }
         }
+        if no_completion && (vflags & send_flags::INLINE != 0 || total == 0) {
+            // Inject: the buffer is copied at post time and nothing but an
+            // error is ever reported, so most are posted unsignalled (no
+            // device completion to write and poll), see QpCounters::unsignalled.
+            return match p.credits.unsignalled() {
+                None => qp
+                    .post_send(Cq::batch_wr_id(kind, 0), op, iov, vflags & !send_flags::SIGNALED)
+                    .map_err(|e| Self::post_err(e, "send queue")),
+                Some(n) => qp.post_send(Cq::batch_wr_id(kind, n), op, iov, vflags).map_err(|e| {
+                    p.credits.unabsorb(n);
+                    Self::post_err(e, "send queue")
+                }),
+            };
+        }
         let wr_id = cq.wr_id(kind, ctx, silent);
         qp.post_send(wr_id, op, iov, vflags).map_err(|e| {
             p.credits.give_tx();
