@@ -24,6 +24,7 @@ END = "<!-- END GENERATED -->"
 LABELS = {
     "perftest": "perftest (raw verbs)",
     "rsverbs.msg": "rsverbs MSG",
+    "rsverbs_before.msg": "rsverbs MSG (before the change)",
     "verbs.msg": "libfabric verbs MSG",
     "rsverbs.rdm": "rsverbs RDM (native)",
     "verbs_rxm.rdm": "libfabric verbs;ofi_rxm",
@@ -307,6 +308,8 @@ def targets(series):
 
 
 def lat_table(series, cols, ratios, sizes):
+    cols = [c for c in cols if c[0] in series]
+    ratios = [r for r in ratios if r[0] in series and r[1] in series]
     header = ["size"] + [c[1] for c in cols] + [r[2] for r in ratios]
     rows = []
     for s in sizes:
@@ -374,6 +377,7 @@ def plots(series, scale, outdir):
     line(axs[1][0], "med.perftest.send", "perftest ib_send_lat (t_typical)", "k--")
     line(axs[1][0], "med.rsverbs.msg", LABELS["rsverbs.msg"])
     line(axs[1][0], "med.verbs.msg", LABELS["verbs.msg"])
+    line(axs[1][0], "med.rsverbs_before.msg", LABELS["rsverbs_before.msg"], ":")
     finish(fig, axs[1][0], "half round trip, median (µs)", "MSG latency medians (fi_bw -m lat)")
     for c in ("rsverbs", "verbs_rxm", "rsverbs_rxm", "tcp_rxm"):
         line(axs[1][1], "med.%s.rdm.msg" % c, LABELS[c + ".rdm"] + " msg")
@@ -384,6 +388,7 @@ def plots(series, scale, outdir):
     line(axs[0], "lat.perftest.write", "perftest ib_write_lat", "k:")
     line(axs[0], "lat.rsverbs.msg", LABELS["rsverbs.msg"])
     line(axs[0], "lat.verbs.msg", LABELS["verbs.msg"])
+    line(axs[0], "lat.rsverbs_before.msg", LABELS["rsverbs_before.msg"], ":")
     finish(fig, axs[0], "half round trip (µs)", "MSG latency (fi_pingpong -e msg)")
     for c in ("rsverbs", "verbs_rxm", "rsverbs_rxm", "tcp_rxm"):
         line(axs[1], "lat.%s.rdm.msg" % c, LABELS[c + ".rdm"] + " msg")
@@ -484,9 +489,11 @@ def main():
     g.append("")
     g.append(lat_table(series, [("lat.perftest.send", "ib_send_lat"), ("lat.perftest.write", "ib_write_lat"),
                                 ("lat.perftest.read", "ib_read_lat ¹"), ("lat.rsverbs.msg", "rsverbs"),
+                                ("lat.rsverbs_before.msg", "rsverbs before"),
                                 ("lat.verbs.msg", "libfabric verbs")],
                        [("lat.rsverbs.msg", "lat.perftest.send", "rsverbs ÷ ib_send_lat"),
-                        ("lat.rsverbs.msg", "lat.verbs.msg", "rsverbs ÷ libfabric")], POW2))
+                        ("lat.rsverbs.msg", "lat.verbs.msg", "rsverbs ÷ libfabric"),
+                        ("lat.rsverbs_before.msg", "lat.verbs.msg", "before ÷ libfabric")], POW2))
     g.append("")
     g.append("¹ ib_read_lat reports the time of one RDMA read, a full round trip; the others report half a "
              "round trip of a ping-pong. fi_pingpong and perftest both give the average (perftest's `t_avg`).")
@@ -510,13 +517,14 @@ def main():
              "perftest's column is its `t_typical` (its median).")
     g.append("")
     cols = [("med.perftest.send", "ib_send_lat"), ("med.rsverbs.msg", "rsverbs MSG"),
-            ("med.verbs.msg", "libfabric verbs MSG")]
+            ("med.rsverbs_before.msg", "rsverbs MSG before"), ("med.verbs.msg", "libfabric verbs MSG")]
     for c in ("rsverbs", "verbs_rxm", "rsverbs_rxm", "tcp_rxm"):
         for m in ("msg", "tagged"):
             if "med.%s.rdm.%s" % (c, m) in series:
                 cols.append(("med.%s.rdm.%s" % (c, m), "%s %s" % (LABELS[c + ".rdm"], m)))
     g.append(lat_table(series, cols, [("med.rsverbs.msg", "med.perftest.send", "rsverbs ÷ ib_send_lat"),
                                       ("med.rsverbs.msg", "med.verbs.msg", "rsverbs ÷ libfabric verbs"),
+                                      ("med.rsverbs_before.msg", "med.verbs.msg", "before ÷ libfabric verbs"),
                                       ("med.rsverbs.rdm.msg", "med.verbs_rxm.rdm.msg", "native ÷ verbs;ofi_rxm (msg)"),
                                       ("med.rsverbs.rdm.tagged", "med.verbs_rxm.rdm.tagged",
                                        "native ÷ verbs;ofi_rxm (tagged)")], POW2))
@@ -525,7 +533,8 @@ def main():
         g.append("### Bandwidth, %s (MB/s = 10^6 B/s, median of rounds)" % op)
         g.append("")
         cols = [("bw.perftest.%s" % op, "ib_%s_bw" % op)]
-        for c in ("rsverbs.msg", "verbs.msg", "rsverbs.rdm", "verbs_rxm.rdm", "rsverbs_rxm.rdm", "tcp_rxm.rdm"):
+        for c in ("rsverbs.msg", "rsverbs_before.msg", "verbs.msg", "rsverbs.rdm", "verbs_rxm.rdm",
+                  "rsverbs_rxm.rdm", "tcp_rxm.rdm"):
             cols.append(("bw.%s.%s" % (c, op), LABELS[c]))
         g.append(lat_table(series, cols, [("bw.rsverbs.msg.%s" % op, "bw.perftest.%s" % op, "rsverbs MSG ÷ perftest"),
                                           ("bw.rsverbs.msg.%s" % op, "bw.verbs.msg.%s" % op, "rsverbs MSG ÷ libfabric"),
