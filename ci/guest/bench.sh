@@ -14,21 +14,22 @@ set -u
 [ -f "$LAB_OUT/bench.env" ] && . "$LAB_OUT/bench.env"
 
 : "${BENCH_ROUNDS:=3}"
-: "${BENCH_PP_ITERS:=40}"              # fi_pingpong -I (every size of -S all)
+: "${BENCH_PP_ITERS:=20}"              # fi_pingpong -I (every size of -S all)
 : "${BENCH_PP_SIZE:=all}"              # fi_pingpong -S
 : "${BENCH_PERF_LAT_SIZES:=-a}"        # perftest *_lat: -a (2 B .. 8 MiB) or -s SIZE
-: "${BENCH_PERF_LAT_ITERS:=200}"       # perftest *_lat -a -n
-: "${BENCH_PERF_BW_BYTES:=67108864}"   # perftest *_bw: -n = bytes/size, clamped
-: "${BENCH_PERF_BW_MAX_ITERS:=20000}"
+: "${BENCH_PERF_LAT_ITERS:=100}"       # perftest *_lat -a -n
+: "${BENCH_PERF_BW_BYTES:=16777216}"   # perftest *_bw: -n = bytes/size, clamped
+: "${BENCH_PERF_BW_MAX_ITERS:=5000}"
 : "${BENCH_PERF_BW_MIN_ITERS:=200}"
-: "${BENCH_PERF_BW_SIZES:=8 64 512 4096 16384 65536 262144 1048576 4194304}"
-: "${BENCH_LAT_ARGS:=-S 8:4194304 -l 1000 -B 33554432 -N 20 -w 50}"  # fi_bw -m lat
-: "${BENCH_BW_ARGS:=-S 8:4194304 -n 20000 -N 50 -B 67108864 -w 100 -W 64}"
+: "${BENCH_PERF_BW_SIZES:=8 4096 65536 262144 1048576 4194304}"
+: "${BENCH_LAT_ARGS:=-S 8:4194304 -l 500 -B 16777216 -N 10 -w 20}"  # fi_bw -m lat
+: "${BENCH_BW_ARGS:=-S 8:4194304 -n 5000 -N 20 -B 16777216 -w 50 -W 64}"
 : "${BENCH_SCALE_PEERS:=1 16 64}"
-: "${BENCH_SCALE_ARGS:=-S 8:65536 -l 1000}"
+: "${BENCH_SCALE_ARGS:=-S 8:65536 -l 200}"
 : "${BENCH_ONLY:=.}"                   # extended regex over test ids
 : "${BENCH_SKIP:=^$}"                  # extended regex over test ids
 : "${BENCH_TIMEOUT:=900}"              # per run
+: "${BENCH_BUDGET:=2100}"              # s: no new round once another would not fit
 
 PROV="${RSVERBS_PROV_DIR:-$PWD/target/prov}"
 BIN="$LAB_OUT/bin"
@@ -152,13 +153,29 @@ record bench_build "$rc"
 [ "$rc" = 0 ] || { cat "$LAB_OUT/build.log"; exit 1; }
 [ -f "$PROV/librsverbs-fi.so" ] || { lab_log "bench: $PROV/librsverbs-fi.so missing"; exit 1; }
 
+scale_all() {
+  lab_log "bench: ===== scale"
+  for n in $BENCH_SCALE_PEERS; do
+    scale rsverbs "$n"
+    scale verbs_rxm "$n"
+  done
+}
+
+t_start=$SECONDS t_scale=0
 for r in $(seq 1 "$BENCH_ROUNDS"); do
+  if [ "$r" -gt 1 ]; then
+    per=$(( (SECONDS - t_start - t_scale) / (r - 1) ))
+    if [ $((SECONDS - t_start + per)) -gt "$BENCH_BUDGET" ]; then
+      lab_log "bench: stopping after $((r - 1)) rounds: another (~${per}s) would exceed BENCH_BUDGET=${BENCH_BUDGET}s"
+      echo "rounds_done $((r - 1))" >>"$LAB_OUT/guest-info.txt"
+      break
+    fi
+  fi
   lab_log "bench: ===== round $r of $BENCH_ROUNDS"
   # latency, MSG
   perf_lat send "$r"
   pp rsverbs msg msg "$r"
   pp verbs msg msg "$r"
-  [ -n "${BENCH_BEFORE_PROV:-}" ] && pp rsverbs_before msg msg "$r"
   perf_lat write "$r"
   perf_lat read "$r"
   # latency, RDM
@@ -187,12 +204,9 @@ for r in $(seq 1 "$BENCH_ROUNDS"); do
   fibw verbs_rxm rdm "$r"
   fibw rsverbs_rxm rdm "$r"
   fibw tcp_rxm rdm "$r"
-done
-
-lab_log "bench: ===== scale"
-for n in $BENCH_SCALE_PEERS; do
-  scale rsverbs "$n"
-  scale verbs_rxm "$n"
+  # scale once, after the first round (so a short budget still measures it)
+  if [ "$r" = 1 ]; then t0s=$SECONDS; scale_all; t_scale=$((SECONDS - t0s)); fi
+  echo "rounds_done $r" >>"$LAB_OUT/guest-info.txt"
 done
 
 awk -F'\t' '{ printf "%s %s %s\n", ($3 == 0 ? "PASS" : "FAIL"), $1 ".r" $2, ($3 == 0 ? "" : "(rc=" $3 ")") }' \
