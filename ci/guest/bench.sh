@@ -15,15 +15,17 @@ set -u
 
 : "${BENCH_ROUNDS:=3}"
 : "${BENCH_PP_ITERS:=20}"              # fi_pingpong -I (every size of -S all)
-: "${BENCH_PP_SIZE:=all}"              # fi_pingpong -S
-: "${BENCH_PERF_LAT_SIZES:=-a}"        # perftest *_lat: -a (2 B .. 8 MiB) or -s SIZE
-: "${BENCH_PERF_LAT_ITERS:=100}"       # perftest *_lat -a -n
+: "${BENCH_SIZES:=8,64,512,4096,16384,65536,262144,1048576,4194304}"  # fi_bw -L
+: "${BENCH_PP_SIZES:=all}"             # fi_pingpong -S: "all" or sizes (one run each)
+: "${BENCH_PERF_LAT_SIZES:=all}"       # perftest *_lat: "all" (-a, 2 B .. 8 MiB) or sizes (one run each)
+: "${BENCH_PERF_LAT_ITERS:=100}"       # perftest *_lat -n
 : "${BENCH_PERF_BW_BYTES:=16777216}"   # perftest *_bw: -n = bytes/size, clamped
 : "${BENCH_PERF_BW_MAX_ITERS:=5000}"
 : "${BENCH_PERF_BW_MIN_ITERS:=200}"
 : "${BENCH_PERF_BW_SIZES:=8 4096 65536 262144 1048576 4194304}"
-: "${BENCH_LAT_ARGS:=-S 8:4194304 -l 500 -B 16777216 -N 10 -w 20}"  # fi_bw -m lat
-: "${BENCH_BW_ARGS:=-S 8:4194304 -n 5000 -N 20 -B 16777216 -w 50 -W 64}"
+: "${BENCH_LAT_ARGS:=-l 500 -B 16777216 -N 10 -w 20}"      # fi_bw -m lat (+ -L BENCH_SIZES)
+: "${BENCH_FB_ARGS:=-l 200 -n 2000 -N 10 -B 8388608 -w 20 -W 64}"  # fi_bw -m latbw
+: "${BENCH_BW_ARGS:=-n 5000 -N 20 -B 16777216 -w 50 -W 64}" # fi_bw bandwidth (+ -L BENCH_SIZES)
 : "${BENCH_SCALE_PEERS:=1 16 64}"
 : "${BENCH_SCALE_ARGS:=-S 8:65536 -l 200}"
 : "${BENCH_ONLY:=.}"                   # extended regex over test ids
@@ -55,10 +57,10 @@ PROV_rsverbs=verbs PROV_verbs=verbs PROV_rsverbs_before=verbs PROV_rsverbs_rxm='
 
 wanted() { [[ "$1" =~ $BENCH_ONLY ]] && ! [[ "$1" =~ $BENCH_SKIP ]]; }
 
-# bench_run ID ROUND PORTKIND SERVER_CMD CLIENT_CMD
+# bench_run ID ROUND PORTKIND SERVER_CMD CLIENT_CMD [SUFFIX]
 bench_run() {
   local id=$1 round=$2 kind=$3 scmd=$4 ccmd=$5 t0=$SECONDS rc
-  local name="raw/$id.r$round"
+  local name="raw/$id.r$round${6:+.$6}"
   if [ "$kind" = rdma ]; then
     PAIR_RDMA_PORT=18515 PAIR_RETRIES=3 PAIR_GRACE=${BENCH_GRACE:-15} run_pair "$name" "$scmd" "$ccmd" "$BENCH_TIMEOUT" >/dev/null
   else
@@ -71,15 +73,17 @@ bench_run() {
   return 0
 }
 
-pp() { # pp CONTENDER EP MODE ROUND : fi_pingpong -S all
-  local c=$1 ep=$2 mode=$3 r=$4 id envv provv
+pp() { # pp CONTENDER EP MODE ROUND : fi_pingpong -S all, or one run per size
+  local c=$1 ep=$2 mode=$3 r=$4 id envv provv sz
   id="lat.$c.$ep"; [ "$ep" = rdm ] && id="$id.$mode"
   wanted "$id" || return 0
   envv="ENV_$c"; provv="PROV_$c"
-  local args="-p '${!provv}' -e $ep -m $mode -I $BENCH_PP_ITERS -S $BENCH_PP_SIZE"
-  bench_run "$id" "$r" 47592 \
-    "env ${!envv} stdbuf -oL fi_pingpong $args" \
-    "env ${!envv} stdbuf -oL fi_pingpong $args $ip"
+  for sz in $BENCH_PP_SIZES; do
+    local args="-p '${!provv}' -e $ep -m $mode -I $BENCH_PP_ITERS -S $sz"
+    bench_run "$id" "$r" 47592 \
+      "env ${!envv} stdbuf -oL fi_pingpong $args" \
+      "env ${!envv} stdbuf -oL fi_pingpong $args $ip" "$sz"
+  done
 }
 
 flat() { # flat CONTENDER EP MODE ROUND : fi_bw -m lat (per-round-trip times: medians)
@@ -90,14 +94,26 @@ flat() { # flat CONTENDER EP MODE ROUND : fi_bw -m lat (per-round-trip times: me
   envv="ENV_$c"; provv="PROV_$c"
   bench_run "$id" "$r" 47600 \
     "env ${!envv} $BIN/fi_bw -p '${!provv}' -e $ep" \
-    "env ${!envv} $BIN/fi_bw -p '${!provv}' -e $ep -m lat $t $BENCH_LAT_ARGS $ip"
+    "env ${!envv} $BIN/fi_bw -p '${!provv}' -e $ep -m lat $t -L $BENCH_SIZES $BENCH_LAT_ARGS $ip"
+}
+
+fb() { # fb CONTENDER EP ROUND : fi_bw -m latbw: ping-pong latency, then bandwidth, one connection
+  local c=$1 ep=$2 r=$3 id="fb.$1.$2" envv provv
+  wanted "$id" || return 0
+  envv="ENV_$c"; provv="PROV_$c"
+  bench_run "$id" "$r" 47600 \
+    "env ${!envv} $BIN/fi_bw -p '${!provv}' -e $ep" \
+    "env ${!envv} $BIN/fi_bw -p '${!provv}' -e $ep -m latbw -L $BENCH_SIZES $BENCH_FB_ARGS $ip"
 }
 
 perf_lat() { # perf_lat OP ROUND
-  local op=$1 r=$2 id="lat.perftest.$1"
+  local op=$1 r=$2 id="lat.perftest.$1" sz
   wanted "$id" || return 0
-  local args="-R -d $LAB_DEV $BENCH_PERF_LAT_SIZES -n $BENCH_PERF_LAT_ITERS -F"
-  bench_run "$id" "$r" rdma "stdbuf -oL ib_${op}_lat $args" "stdbuf -oL ib_${op}_lat $args $ip"
+  for sz in $BENCH_PERF_LAT_SIZES; do
+    local sarg="-s $sz"; [ "$sz" = all ] && sarg=-a
+    local args="-R -d $LAB_DEV $sarg -n $BENCH_PERF_LAT_ITERS -F"
+    bench_run "$id" "$r" rdma "stdbuf -oL ib_${op}_lat $args" "stdbuf -oL ib_${op}_lat $args $ip" "$sz"
+  done
 }
 
 perf_bw() { # perf_bw OP ROUND : one run per size (iterations scale with size)
@@ -118,7 +134,7 @@ fibw() { # fibw CONTENDER EP ROUND
   envv="ENV_$c"; provv="PROV_$c"
   bench_run "$id" "$r" 47600 \
     "env ${!envv} $BIN/fi_bw -p '${!provv}' -e $ep" \
-    "env ${!envv} $BIN/fi_bw -p '${!provv}' -e $ep $BENCH_BW_ARGS $ip"
+    "env ${!envv} $BIN/fi_bw -p '${!provv}' -e $ep -L $BENCH_SIZES $BENCH_BW_ARGS $ip"
 }
 
 scale() { # scale CONTENDER PEERS : one RDM endpoint, PEERS client endpoints
@@ -185,25 +201,18 @@ for r in $(seq 1 "$BENCH_ROUNDS"); do
     pp rsverbs_rxm rdm "$m" "$r"
     pp tcp_rxm rdm "$m" "$r"
   done
-  # latency medians (fi_bw -m lat)
-  flat rsverbs msg msg "$r"
-  flat verbs msg msg "$r"
-  [ -n "${BENCH_BEFORE_PROV:-}" ] && flat rsverbs_before msg msg "$r"
-  for m in msg tagged; do
-    flat rsverbs rdm "$m" "$r"
-    flat verbs_rxm rdm "$m" "$r"
-  done
-  flat rsverbs_rxm rdm msg "$r"
-  flat tcp_rxm rdm msg "$r"
-  # bandwidth / message rate
+  # fi_bw: ping-pong latency (each round trip timed: medians, minima), then
+  # bandwidth and message rate, over one connection per contender
+  fb rsverbs msg "$r"
+  fb verbs msg "$r"
+  [ -n "${BENCH_BEFORE_PROV:-}" ] && fb rsverbs_before msg "$r"
+  fb rsverbs rdm "$r"
+  fb verbs_rxm rdm "$r"
+  fb rsverbs_rxm rdm "$r"
+  fb tcp_rxm rdm "$r"
+  flat rsverbs rdm tagged "$r"
+  flat verbs_rxm rdm tagged "$r"
   for op in send write read; do perf_bw "$op" "$r"; done
-  fibw rsverbs msg "$r"
-  fibw verbs msg "$r"
-  [ -n "${BENCH_BEFORE_PROV:-}" ] && fibw rsverbs_before msg "$r"
-  fibw rsverbs rdm "$r"
-  fibw verbs_rxm rdm "$r"
-  fibw rsverbs_rxm rdm "$r"
-  fibw tcp_rxm rdm "$r"
   # scale once, after the first round (so a short budget still measures it)
   if [ "$r" = 1 ]; then t0s=$SECONDS; scale_all; t_scale=$((SECONDS - t0s)); fi
   echo "rounds_done $r" >>"$LAB_OUT/guest-info.txt"

@@ -13,7 +13,7 @@
  *
  * Modes (-m):
  *   bw     for each op in -o (send,write,read) and each size from -S MIN:MAX
- *          (powers of two): a window of -W outstanding operations from the
+ *          (powers of two) or the list -L S1,S2,...: a window of -W outstanding operations from the
  *          client; -n operations per size at most, fewer when -B bytes are
  *          reached (but at least -N).  Send: the server posts the receives
  *          and reports over the oob channel when it has all of them; the
@@ -28,6 +28,7 @@
  *          after -w untimed ones.  One line per size, half a round trip
  *          (average, median and minimum over the round trips, in us):
  *            LAT size=8 iters=2000 usec=25.123 p50=21.002 min=18.750
+ *   latbw  lat, then bw, over the same connection (one process start less).
  *   scale  RDM only: the client opens -c endpoints (one process, each with
  *          its own CQs and AV) and connects each to the server's one
  *          endpoint by a message exchange; the server reports its memory
@@ -124,6 +125,35 @@ static struct config cfg = {
 	.min_size = 8, .max_size = 4u << 20, .max_iters = 20000, .min_iters = 50,
 	.bytes = 64u << 20, .warmup = 100, .peers = 1, .lat_iters = 1000,
 };
+
+/* Client: the sizes to measure (-L list, or -S MIN:MAX in powers of two). */
+static uint64_t sizes[64];
+static unsigned nsizes;
+
+static void make_sizes(const char *list)
+{
+	nsizes = 0;
+	if (list) {
+		for (const char *p = list; *p && nsizes < 64;) {
+			char *end;
+			uint64_t v = strtoull(p, &end, 0);
+			if (end == p)
+				break;
+			sizes[nsizes++] = v;
+			p = *end == ',' ? end + 1 : end;
+		}
+		cfg.min_size = cfg.max_size = sizes[0];
+		for (unsigned i = 0; i < nsizes; i++) {
+			if (sizes[i] < cfg.min_size)
+				cfg.min_size = sizes[i];
+			if (sizes[i] > cfg.max_size)
+				cfg.max_size = sizes[i];
+		}
+		return;
+	}
+	for (uint64_t v = cfg.min_size; v <= cfg.max_size && nsizes < 64; v *= 2)
+		sizes[nsizes++] = v;
+}
 
 static uint64_t iters_for(uint64_t size)
 {
@@ -273,7 +303,9 @@ static void open_domain(void)
 
 static void open_ep(struct ep *e, struct fi_info *fi)
 {
-	struct fi_cq_attr ca = { .size = 2048, .format = FI_CQ_FORMAT_TAGGED, .wait_obj = FI_WAIT_NONE };
+	/* libfabric's verbs MSG offers no FI_CQ_FORMAT_TAGGED */
+	struct fi_cq_attr ca = { .size = 2048, .format = cfg.tagged ? FI_CQ_FORMAT_TAGGED : FI_CQ_FORMAT_CONTEXT,
+				 .wait_obj = FI_WAIT_NONE };
 	memset(e, 0, sizeof(*e));
 	CHK(fi_endpoint(domain, fi, &e->ep, NULL));
 	CHK(fi_cq_open(domain, &ca, &e->txcq, NULL));
@@ -474,7 +506,8 @@ static void client_bw(void)
 		uint32_t op = ops[oi];
 		if (!(cfg.ops & op))
 			continue;
-		for (uint64_t size = cfg.min_size; size <= cfg.max_size; size *= 2) {
+		for (unsigned si = 0; si < nsizes; si++) {
+			uint64_t size = sizes[si];
 			uint64_t n = iters_for(size);
 			uint64_t w = cfg.warmup < n ? cfg.warmup : n;
 			client_pass(op, size, w, false);
@@ -747,12 +780,13 @@ static uint64_t lat_iters_for(uint64_t size)
 	return n;
 }
 
-static void client_lat(void)
+static void client_lat(bool more)
 {
 	char c = 'L';
 	peers = &E;
 	E.peer[0] = dest;
-	for (uint64_t size = cfg.min_size; size <= cfg.max_size; size *= 2) {
+	for (unsigned si = 0; si < nsizes; si++) {
+		uint64_t size = sizes[si];
 		uint64_t n = lat_iters_for(size);
 		uint64_t w = cfg.warmup < n ? cfg.warmup : n;
 		for (int timed = 0; timed < 2; timed++) {
@@ -768,11 +802,12 @@ static void client_lat(void)
 			}
 		}
 	}
-	c = 'Q';
+	c = more ? 'B' : 'Q';
 	oob_send(&c, 1);
 }
 
-static void server_lat(void)
+/* Returns true when the client goes on with the bandwidth part ('B'). */
+static bool server_lat(void)
 {
 	E.peer[0] = dest;
 	for (;;) {
@@ -780,8 +815,8 @@ static void server_lat(void)
 		while (!oob_ready())
 			cq_reap(E.txcq, "server tx");
 		oob_recv(&c, 1);
-		if (c == 'Q')
-			return;
+		if (c == 'Q' || c == 'B')
+			return c == 'B';
 		if (c != 'L')
 			die("oob: unexpected command %c", c);
 		uint64_t hdr[2];
@@ -795,7 +830,7 @@ static void server_lat(void)
 static void usage(void)
 {
 	fprintf(stderr, "usage: fi_bw [-p prov] [-e msg|rdm] [-m bw|scale] [-o send,write,read] [-t] [-W window]\n"
-			"             [-S min:max] [-n max_iters] [-N min_iters] [-B bytes] [-w warmup]\n"
+			"             [-S min:max | -L s1,s2,...] [-n max_iters] [-N min_iters] [-B bytes] [-w warmup]\n"
 			"             [-c peers] [-l lat_iters] [-s src_addr] [-P port] [-T secs] [server_ip]\n");
 	exit(2);
 }
@@ -804,11 +839,11 @@ static void sleep_us(unsigned us) { usleep(us); }
 
 int main(int argc, char **argv)
 {
-	const char *prov = "verbs", *src = NULL, *server = NULL;
+	const char *prov = "verbs", *src = NULL, *server = NULL, *list = NULL;
 	int port = 47600, opt, wd = 1200;
 	rdm = false;
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	while ((opt = getopt(argc, argv, "p:e:m:o:tW:S:n:N:B:w:c:l:s:P:T:h")) != -1) {
+	while ((opt = getopt(argc, argv, "p:e:m:o:tW:S:L:n:N:B:w:c:l:s:P:T:h")) != -1) {
 		switch (opt) {
 		case 'p': prov = optarg; break;
 		case 'e':
@@ -818,6 +853,7 @@ int main(int argc, char **argv)
 		case 'm':
 			if (!strcmp(optarg, "scale")) cfg.mode = 1;
 			else if (!strcmp(optarg, "lat")) cfg.mode = 2;
+			else if (!strcmp(optarg, "latbw")) cfg.mode = 3;
 			else if (strcmp(optarg, "bw")) usage();
 			break;
 		case 'o':
@@ -833,6 +869,7 @@ int main(int argc, char **argv)
 			cfg.min_size = strtoull(optarg, NULL, 0);
 			cfg.max_size = strchr(optarg, ':') ? strtoull(strchr(optarg, ':') + 1, NULL, 0) : cfg.min_size;
 			break;
+		case 'L': list = optarg; break;
 		case 'n': cfg.max_iters = strtoull(optarg, NULL, 0); break;
 		case 'N': cfg.min_iters = strtoull(optarg, NULL, 0); break;
 		case 'B': cfg.bytes = strtoull(optarg, NULL, 0); break;
@@ -849,7 +886,8 @@ int main(int argc, char **argv)
 		server = argv[optind];
 	role = server ? "client" : "server";
 	alarm((unsigned)wd);
-	if (cfg.window < 1 || cfg.window > MAX_WINDOW / 2 || cfg.min_size < 4 || cfg.max_size < cfg.min_size ||
+	make_sizes(list);
+	if (nsizes == 0 || cfg.window < 1 || cfg.window > MAX_WINDOW / 2 || cfg.min_size < 4 || cfg.max_size < cfg.min_size ||
 	    cfg.peers < 1 || cfg.peers > MAX_PEERS || cfg.max_iters < 1)
 		usage();
 	if (cfg.mode == 1 && !rdm)
@@ -947,12 +985,17 @@ int main(int argc, char **argv)
 	fprintf(stderr, "fi_bw %s: provider %s %s, window %u, sizes %llu..%llu, mr_mode %#x\n", role,
 		info->fabric_attr->prov_name, rdm ? "rdm" : "msg", cfg.window, (unsigned long long)cfg.min_size,
 		(unsigned long long)cfg.max_size, (unsigned)info->domain_attr->mr_mode);
-	if (cfg.mode == 2) {
+	if (cfg.mode >= 2) {
 		inject_size = info->tx_attr->inject_size;
-		if (server)
-			client_lat();
-		else
-			server_lat();
+		if (server) {
+			client_lat(cfg.mode == 3);
+			if (cfg.mode == 3) {
+				inject_size = 0;
+				client_bw();
+			}
+		} else if (server_lat()) {
+			server_bw();
+		}
 	} else if (server)
 		client_bw();
 	else
