@@ -69,6 +69,10 @@ const KIND_SHIFT: u32 = 57;
 const KIND_MASK: u64 = 0xf << KIND_SHIFT;
 const INDIRECT: u64 = 1 << 61;
 const SILENT: u64 = 1 << 62;
+const BATCH: u64 = 1 << 63;
+
+/// Injects per QP between two signalled ones (see `QpCounters::unsignalled`).
+pub const UNSIG_BATCH: usize = 16;
 
 /// Outstanding work requests of one QP, by direction. Posting takes a credit
 /// (`-FI_EAGAIN` when none is left); polling the completion gives it back. With
@@ -83,17 +87,58 @@ pub struct QpCounters {
     /// The counters of the QP's endpoint (`fi_ep_bind` of a counter), bumped
     /// as its completions are polled.
     pub cntrs: CntrSet,
+    /// Unsignalled requests posted since the last signalled inject absorbed them.
+    unsig: AtomicUsize,
+    unsig_batch: usize,
 }
 
 impl QpCounters {
     pub fn new(tx_max: usize, rx_max: usize) -> Self {
-        QpCounters { tx: AtomicUsize::new(0), rx: AtomicUsize::new(0), tx_max, rx_max, cntrs: CntrSet::default() }
+        let unsig_batch = UNSIG_BATCH.min(tx_max / 4).max(1);
+        QpCounters {
+            tx: AtomicUsize::new(0),
+            rx: AtomicUsize::new(0),
+            tx_max,
+            rx_max,
+            cntrs: CntrSet::default(),
+            unsig: AtomicUsize::new(0),
+            unsig_batch,
+        }
     }
 
     /// With the endpoint's counters.
     pub fn with_cntrs(mut self, cntrs: CntrSet) -> Self {
         self.cntrs = cntrs;
         self
+    }
+
+    /// Decides how an inject (no completion wanted, nothing to report but
+    /// errors) is posted, after its credit was taken. `None`: unsignalled —
+    /// the device writes no completion; its credit is held until a later
+    /// signalled inject of this QP completes (a send queue completes in
+    /// order). `Some(n)`: signalled, and its completion gives back `n`
+    /// credits, its own and those of the `n - 1` unsignalled ones before it.
+    /// At most `unsig_batch - 1` credits are ever held this way.
+    pub fn unsignalled(&self) -> Option<usize> {
+        let mut cur = self.unsig.load(Ordering::Acquire);
+        loop {
+            let (next, res) = if cur + 1 < self.unsig_batch { (cur + 1, None) } else { (0, Some(cur + 1)) };
+            match self.unsig.compare_exchange_weak(cur, next, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => return res,
+                Err(c) => cur = c,
+            }
+        }
+    }
+
+    /// A signalled inject that absorbed `n - 1` unsignalled credits failed to
+    /// post: its own credit comes back now, the others are held again.
+    /// (An unsignalled post that fails keeps its credit held: given back
+    /// once, by the next signalled inject, as counted.)
+    pub fn unabsorb(&self, n: usize) {
+        self.give_tx();
+        if n > 1 {
+            self.unsig.fetch_add(n - 1, Ordering::AcqRel);
+        }
     }
 
     fn take(slot: &AtomicUsize, max: usize) -> bool {
@@ -117,6 +162,11 @@ impl QpCounters {
     pub fn give_tx(&self) {
         self.tx.fetch_sub(1, Ordering::AcqRel);
     }
+    fn give_tx_n(&self, n: usize) {
+        if n > 0 {
+            self.tx.fetch_sub(n, Ordering::AcqRel);
+        }
+    }
     pub fn give_rx(&self) {
         self.rx.fetch_sub(1, Ordering::AcqRel);
     }
@@ -131,6 +181,9 @@ pub struct WrId {
     pub indirect: bool,
     /// No completion on success.
     pub silent: bool,
+    /// An inject of the unsignalled scheme: `ctx` is not a context but the
+    /// number of send credits its completion gives back (0: unsignalled).
+    pub batch: bool,
 }
 
 impl WrId {
@@ -140,6 +193,7 @@ impl WrId {
             | ((self.kind as u64) << KIND_SHIFT)
             | if self.indirect { INDIRECT } else { 0 }
             | if self.silent { SILENT } else { 0 }
+            | if self.batch { BATCH } else { 0 }
     }
     pub fn decode(v: u64) -> Option<WrId> {
         Some(WrId {
@@ -147,6 +201,7 @@ impl WrId {
             ctx: v & CTX_MASK,
             indirect: v & INDIRECT != 0,
             silent: v & SILENT != 0,
+            batch: v & BATCH != 0,
         })
     }
 }
@@ -438,14 +493,16 @@ impl Cq {
     }
 
     /// Returns the credit of a polled completion to its QP.
-    fn give_back(&self, cache: &mut Option<(u32, Arc<QpCounters>)>, wc: &Wc, kind: OpKind) {
+    fn give_back(&self, cache: &mut Option<(u32, Arc<QpCounters>)>, wc: &Wc, id: &WrId) {
         let q = wc.qp_num();
         if cache.as_ref().map_or(true, |(n, _)| *n != q) {
             *cache = self.qps.read().get(&q).map(|c| (q, c.clone()));
         }
         if let Some((_, c)) = cache {
-            if kind == OpKind::Recv {
+            if id.kind == OpKind::Recv {
                 c.give_rx()
+            } else if id.batch {
+                c.give_tx_n(id.ctx as usize)
             } else {
                 c.give_tx()
             }
@@ -467,13 +524,22 @@ impl Cq {
     /// Encodes a work-request id for an operation completing on this CQ.
     pub fn wr_id(&self, kind: OpKind, ctx: u64, silent: bool) -> u64 {
         if ctx <= CTX_MASK {
-            WrId { kind, ctx, indirect: false, silent }.encode()
+            WrId { kind, ctx, indirect: false, silent, batch: false }.encode()
         } else {
-            WrId { kind, ctx: self.stash(ctx), indirect: true, silent }.encode()
+            WrId { kind, ctx: self.stash(ctx), indirect: true, silent, batch: false }.encode()
         }
     }
 
+    /// Work-request id of an inject posted under `QpCounters::unsignalled`:
+    /// `credits` is what its completion gives back (0 when unsignalled).
+    pub fn batch_wr_id(kind: OpKind, credits: usize) -> u64 {
+        WrId { kind, ctx: credits as u64, indirect: false, silent: true, batch: true }.encode()
+    }
+
     fn resolve_ctx(st: &mut State, id: &WrId) -> u64 {
+        if id.batch {
+            return 0; // injects have no context
+        }
         if !id.indirect {
             return id.ctx;
         }
@@ -514,11 +580,18 @@ impl Cq {
             tracing::warn!("cq: completion with a foreign work-request id {:#x} dropped", wc.wr_id());
             return None;
         };
-        self.give_back(cache, wc, id.kind);
+        self.give_back(cache, wc, &id);
         if let Some((_, q)) = cache.as_ref() {
             // Counters count every completion, silent or not (fi_cntr(3)); a
             // remote write with data that consumed a receive is not a receive.
             if !q.cntrs.is_empty() && wc.opcode() != wc_opcode::RECV_RDMA_WITH_IMM {
+                // A signalled inject of a batch also completes the unsignalled
+                // injects posted before it (a send queue completes in order):
+                // they succeeded, and each counts.
+                let before = if id.batch { (id.ctx as usize).saturating_sub(1) } else { 0 };
+                for _ in 0..before {
+                    q.cntrs.count(id.kind.flags(), true);
+                }
                 q.cntrs.count(id.kind.flags(), wc.status() == wc_status::SUCCESS);
             }
         }
@@ -808,8 +881,10 @@ mod tests {
         for kind in [OpKind::Send, OpKind::Write, OpKind::Read, OpKind::Recv, OpKind::Atomic, OpKind::AtomicFetch] {
             for ctx in [0u64, 1, 0x7fff_ffff_f000, CTX_MASK] {
                 for (indirect, silent) in [(false, false), (true, false), (false, true), (true, true)] {
-                    let id = WrId { kind, ctx, indirect, silent };
-                    assert_eq!(WrId::decode(id.encode()), Some(id));
+                    for batch in [false, true] {
+                        let id = WrId { kind, ctx, indirect, silent, batch };
+                        assert_eq!(WrId::decode(id.encode()), Some(id));
+                    }
                 }
             }
         }
@@ -861,6 +936,44 @@ mod tests {
         assert!(c.take_rx());
         assert!(!c.take_rx());
         assert_eq!(c.tx.load(Ordering::Relaxed), 2);
+    }
+
+    #[test]
+    fn unsignalled_injects_give_back_every_credit_once() {
+        let c = QpCounters::new(64, 1);
+        assert_eq!(c.unsig_batch, UNSIG_BATCH);
+        let mut held = 0; // credits taken by unsignalled posts, not yet given back
+        let mut signalled = 0;
+        for _ in 0..(UNSIG_BATCH * 10) {
+            assert!(c.take_tx());
+            match c.unsignalled() {
+                None => held += 1,
+                Some(n) => {
+                    assert_eq!(n, held + 1, "a signalled inject absorbs exactly the unsignalled ones before it");
+                    signalled += 1;
+                    c.give_tx_n(n); // its completion
+                    held = 0;
+                }
+            }
+            assert!(held < UNSIG_BATCH, "at most UNSIG_BATCH - 1 credits held");
+        }
+        assert_eq!(signalled, 10, "one inject in UNSIG_BATCH is signalled");
+        assert_eq!(c.tx.load(Ordering::Relaxed), held);
+        // A failed signalled post holds the absorbed credits again.
+        for _ in 0..(UNSIG_BATCH - 1) {
+            assert!(c.take_tx());
+            assert_eq!(c.unsignalled(), None);
+        }
+        assert!(c.take_tx());
+        let n = c.unsignalled().expect("the batch is full");
+        c.unabsorb(n);
+        assert_eq!(c.tx.load(Ordering::Relaxed), UNSIG_BATCH - 1);
+        assert!(c.take_tx());
+        assert_eq!(c.unsignalled(), Some(UNSIG_BATCH), "the next signalled one absorbs them and itself");
+        // Small queues still work: a batch of 1 signals every inject.
+        let s = QpCounters::new(2, 1);
+        assert!(s.take_tx());
+        assert_eq!(s.unsignalled(), Some(1));
     }
 
     #[test]

@@ -630,6 +630,23 @@ impl MsgEp {
                 return Err(FiError::AGAIN);
             }
         }
+        if no_completion && (vflags & send_flags::INLINE != 0 || total == 0) && p.credits.cntrs.is_empty() {
+            // Inject: the buffer is copied at post time and nothing but an
+            // error is ever reported, so most are posted unsignalled (no
+            // device completion to write and poll), see QpCounters::unsignalled.
+            // Not with a counter bound: each inject must count when it
+            // completes, and an unsignalled one is seen only at the next
+            // signalled one, which may never come.
+            return match p.credits.unsignalled() {
+                None => qp
+                    .post_send(Cq::batch_wr_id(kind, 0), op, iov, vflags & !send_flags::SIGNALED)
+                    .map_err(|e| Self::post_err(e, "send queue")),
+                Some(n) => qp.post_send(Cq::batch_wr_id(kind, n), op, iov, vflags).map_err(|e| {
+                    p.credits.unabsorb(n);
+                    Self::post_err(e, "send queue")
+                }),
+            };
+        }
         let wr_id = cq.wr_id(kind, ctx, silent);
         qp.post_send(wr_id, op, iov, vflags).map_err(|e| {
             p.credits.give_tx();
