@@ -818,7 +818,7 @@ impl Cq {
         self.run_hooks();
         self.progress();
         let st = self.state.lock();
-        !st.pending.is_empty() || !st.errors.is_empty()
+        !st.queue.is_empty()
     }
 
     pub fn close(&self) -> FiResult<()> {
