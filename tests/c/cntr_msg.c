@@ -99,8 +99,10 @@ static void server(void)
 	oob_wait(3);
 	mr_close(mr);
 	mr_close(rmr);
-	tctx_close(&t);
+	CHK(fi_close(&t.ep->fid)); /* the counters hold the domain: close them before it */
+	t.ep = NULL;
 	CHK(fi_close(&s_rx->fid));
+	tctx_close(&t);
 	free(buf);
 	free(rma);
 	test_finish();
@@ -176,10 +178,12 @@ static void client(void)
 	EXPECT(r == -FI_EBUSY, "fi_close of a bound counter returned %d, want -FI_EBUSY", r);
 	oob_signal(3);
 	mr_close(mr);
-	tctx_close(&t);
+	CHK(fi_close(&t.ep->fid));
+	t.ep = NULL;
 	CHK(fi_close(&c_tx->fid));
 	CHK(fi_close(&c_wr->fid));
 	CHK(fi_close(&c_rd->fid));
+	tctx_close(&t);
 	free(buf);
 	child_done();
 }

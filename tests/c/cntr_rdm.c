@@ -143,8 +143,9 @@ static void server(void)
 	rdm_progress_stop();
 	mr_close(mr);
 	mr_close(rmr);
-	rdm_close(&r);
+	rdm_close_ep(&r); /* the counters hold the domain: close them before it */
 	CHK(fi_close(&s_rx->fid));
+	rdm_close(&r);
 	free(buf);
 	free(rma);
 	test_finish();
@@ -213,10 +214,11 @@ static void client(void)
 	       (unsigned long long)fi_cntr_read(c_rd));
 	oob_signal(4);
 	mr_close(mr);
-	rdm_close(&r);
+	rdm_close_ep(&r);
 	CHK(fi_close(&c_tx->fid));
 	CHK(fi_close(&c_wr->fid));
 	CHK(fi_close(&c_rd->fid));
+	rdm_close(&r);
 	free(buf);
 	child_done();
 }
