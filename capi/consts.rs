@@ -84,18 +84,6 @@ pub const FI_SOURCE: u64 = 1 << 57;
 pub const FI_NAMED_RX_CTX: u64 = 1 << 58;
 pub const FI_DIRECTED_RECV: u64 = 1 << 59;
 
-// fi_getinfo flags the libfabric core itself adds when it calls a provider
-// (libfabric's internal include/ofi.h, not installed): utility providers such
-// as ofi_rxm ask their core provider with OFI_CORE_PROV_ONLY.  They only steer
-// the core's own provider selection; a provider ignores them.
-pub const OFI_GETINFO_INTERNAL: u64 = 1 << 58;
-pub const OFI_CORE_PROV_ONLY: u64 = 1 << 59;
-pub const OFI_GETINFO_HIDDEN: u64 = 1 << 60;
-pub const OFI_OFFLOAD_PROV_ONLY: u64 = 1 << 61;
-/// fi_mr_reg flag of libfabric's utility providers (ofi_rxm registers its
-/// internal buffer pools with it): "do not cache this registration". rsverbs
-/// has no registration cache, so it asks for nothing.
-pub const OFI_MR_NOCACHE: u64 = 1 << 60;
 
 // Tagged messages, buffered receives, CQ flags (fabric.h).
 pub const FI_CLAIM: u64 = 1 << 59;

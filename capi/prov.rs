@@ -70,6 +70,16 @@ pub extern "C" fn fi_prov_ini() -> *mut fi_provider {
     }
 }
 
+// fi_getinfo flags the libfabric core itself adds when it calls a provider
+// (libfabric's internal include/ofi.h, not installed, so not in consts.rs,
+// whose constants the ABI test checks against the public headers): utility
+// providers such as ofi_rxm ask their core provider with OFI_CORE_PROV_ONLY.
+// They only steer the core's own provider selection; a provider ignores them.
+const OFI_GETINFO_INTERNAL: u64 = 1 << 58;
+const OFI_CORE_PROV_ONLY: u64 = 1 << 59;
+const OFI_GETINFO_HIDDEN: u64 = 1 << 60;
+const OFI_OFFLOAD_PROV_ONLY: u64 = 1 << 61;
+
 /// Runs getinfo; `prov_name` is written into the results only when given.
 ///
 /// # Safety

@@ -93,6 +93,11 @@ pub fn verbs_access(acc: u64) -> i32 {
     a
 }
 
+/// fi_mr_reg flag of libfabric's utility providers (libfabric's internal
+/// ofi_mr.h; ofi_rxm registers its buffer pools with it): "do not cache this
+/// registration". rsverbs has no registration cache, so it asks for nothing.
+const OFI_MR_NOCACHE: u64 = 1 << 60;
+
 const ACCESS_BITS: u64 = FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
 
 impl MemRegion {
