@@ -522,7 +522,7 @@ pub struct EpAttr {
 }
 
 fn ctx_cnt(v: usize) -> String {
-    if v == FI_SHARED_CONTEXT as usize {
+    if v == FI_SHARED_CONTEXT {
         "FI_SHARED_CONTEXT".into()
     } else {
         v.to_string()

@@ -203,7 +203,7 @@ static struct fi_info *make_info(int variant)
 		free(i->fabric_attr);
 		i->fabric_attr = NULL;
 		break;
-	case 4: /* FI_SOCKADDR with an IPv6 address, psmx2 dest */
+	case 4: /* FI_SOCKADDR with an IPv6 address */
 		i->addr_format = FI_SOCKADDR;
 		i->src_addr = malloc(sizeof(sin6));
 		memcpy(i->src_addr, &sin6, sizeof(sin6));
