@@ -84,7 +84,6 @@ pub const FI_SOURCE: u64 = 1 << 57;
 pub const FI_NAMED_RX_CTX: u64 = 1 << 58;
 pub const FI_DIRECTED_RECV: u64 = 1 << 59;
 
-
 // Tagged messages, buffered receives, CQ flags (fabric.h).
 pub const FI_CLAIM: u64 = 1 << 59;
 pub const FI_DISCARD: u64 = 1 << 58;
