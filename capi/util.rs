@@ -163,6 +163,12 @@ pub unsafe fn write_addr(bytes: &[u8], addr: *mut c_void, addrlen: *mut usize) -
     // SAFETY: as above.
     unsafe { *addrlen = bytes.len() };
     if have < bytes.len() || addr.is_null() {
+        if have == 0 {
+            // A size query (fi_cm(3): a zero addrlen asks for the size; ofi_rxm does
+            // it on every endpoint): not worth a warning.
+            tracing::debug!("address size query: {} bytes needed", bytes.len());
+            return Err(FiError::TOOSMALL);
+        }
         return crate::fail!(FiError::TOOSMALL, "address buffer of {have} bytes, {} needed", bytes.len());
     }
     // SAFETY: the caller said `have` >= len bytes are writable at addr.
