@@ -408,7 +408,7 @@ pub fn decode(buf: &[u8]) -> Result<Message<'_>, ProtoError> {
             h.control()?;
             no_body()?;
             if h.aux != 0 || h.msg_id != 0 || h.len != 0 {
-                return Err(ProtoError::Field("credit message field"));
+                return Err(ProtoError::Field("credit message"));
             }
             Ok(Message::Credit { credits: h.credits })
         }
