@@ -2,10 +2,12 @@
  * msg_peerkill: a MSG peer SIGKILLed in the middle of eager sends and large
  * RMA transfers.
  *
- * The parent (server, the survivor) accepts the child and posts, all at once:
- * NRECV receives, NSEND 4 KiB sends (eager), NRMA 1 MiB RDMA writes into and
- * NRMA 1 MiB RDMA reads from the child's memory.  As soon as the first
- * transmit completions show the traffic is flowing, it SIGKILLs the child.
+ * The parent (server, the survivor) accepts the child and posts NRECV
+ * receives, NSEND/2 4 KiB sends (the child has posted only VICTIM_RECVS
+ * receives, so the later ones wait in RNR retry), NRMA 1 MiB RDMA writes into
+ * and NRMA 1 MiB RDMA reads from the child's memory (queued behind them),
+ * SIGKILLs the child, then posts the other NSEND/2 sends (as long as the
+ * provider accepts them).
  * Then, within KILL_BOUND_MS:
  *   - FI_SHUTDOWN arrives on the EQ (an error entry also counts: the peer is
  *     gone either way), and
@@ -31,6 +33,7 @@
 #define RMA_LEN (1 << 20)
 #define NOPS (NRECV + NSEND + 2 * NRMA)
 #define KILL_BOUND_MS 60000
+#define VICTIM_RECVS 32
 
 static uint8_t seen[NOPS];
 static uint8_t posted_flag[NOPS];
@@ -52,9 +55,12 @@ static void victim_client(void)
 	uint8_t *rma = alloc_buf((size_t)NRMA * RMA_LEN);
 	fill_pattern(rma, (size_t)NRMA * RMA_LEN, 5);
 	struct fid_mr *rmr = mr_reg(&t, rma, (size_t)NRMA * RMA_LEN, FI_REMOTE_READ | FI_REMOTE_WRITE);
+	/* Fewer receives than the survivor sends, never reposted: its later sends
+	 * wait in RNR retry, and the RMA queued behind them too (RC executes a
+	 * send queue in order), so they are surely in flight at the kill. */
 	uint8_t *rb = alloc_buf((size_t)NSEND * MSG);
 	struct fid_mr *rbm = mr_reg(&t, rb, (size_t)NSEND * MSG, FI_RECV);
-	for (int i = 0; i < NSEND; i++)
+	for (int i = 0; i < VICTIM_RECVS; i++)
 		CHK(fi_recv(t.ep, rb + (size_t)i * MSG, MSG, fi_mr_desc(rbm), 0, NULL));
 	client_connect(&t, NULL, 0, NULL, NULL, NULL);
 	struct rma_info ri = {.addr = (uintptr_t)rma, .key = fi_mr_key(rmr), .len = (uint64_t)NRMA * RMA_LEN};
@@ -200,6 +206,8 @@ int main(int argc, char **argv)
 			CHK(r_);                                                               \
 		}                                                                              \
 	} while (0)
+	for (int i = 0; i < NSEND / 2; i++)
+		POST_OP(NRECV + i, fi_send(t.ep, sbuf + (size_t)i * MSG, MSG, desc, 0, ctx_of(NRECV + i)));
 	for (int i = 0; i < NRMA; i++) {
 		POST_OP(NRECV + NSEND + i, fi_write(t.ep, wbuf + (size_t)i * RMA_LEN, RMA_LEN, desc, 0,
 						   ri.addr + (uint64_t)i * RMA_LEN, ri.key, ctx_of(NRECV + NSEND + i)));
@@ -207,21 +215,19 @@ int main(int argc, char **argv)
 			fi_read(t.ep, dbuf + (size_t)i * RMA_LEN, RMA_LEN, desc, 0, ri.addr + (uint64_t)i * RMA_LEN, ri.key,
 				ctx_of(NRECV + NSEND + NRMA + i)));
 	}
-	for (int i = 0; i < NSEND; i++) {
-		if (i == NSEND / 2) {
-			done += poll_cq(t.txcq, true, &errors);
-			done_at_kill = done;
-			posted_at_kill = posted;
-			logmsg("killing the client: %d operations posted, %d complete", posted, done);
-			EXPECT(kill(child, SIGKILL) == 0, "kill(%d): %s", (int)child, strerror(errno));
-			tk = now_ms();
-			int st;
-			EXPECT(waitpid(child, &st, 0) == child && WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL,
-			       "client not killed");
-			test_forget_child();
-		}
-		POST_OP(NRECV + i, fi_send(t.ep, sbuf + (size_t)i * MSG, MSG, desc, 0, ctx_of(NRECV + i)));
+	done += poll_cq(t.txcq, true, &errors);
+	done_at_kill = done;
+	posted_at_kill = posted;
+	logmsg("killing the client: %d operations posted, %d complete", posted, done);
+	EXPECT(kill(child, SIGKILL) == 0, "kill(%d): %s", (int)child, strerror(errno));
+	tk = now_ms();
+	{
+		int st;
+		EXPECT(waitpid(child, &st, 0) == child && WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL, "client not killed");
 	}
+	test_forget_child();
+	for (int i = NSEND / 2; i < NSEND; i++)
+		POST_OP(NRECV + i, fi_send(t.ep, sbuf + (size_t)i * MSG, MSG, desc, 0, ctx_of(NRECV + i)));
 	EXPECT(posted_at_kill - done_at_kill > NRECV, "nothing but receives in flight at the kill (%d posted, %d done)",
 	       posted_at_kill, done_at_kill);
 
