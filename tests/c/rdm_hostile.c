@@ -316,7 +316,6 @@ static void eager_msg(struct atk *a, uint16_t credits, size_t len, uint32_t seed
 	fill_pattern(a->sbuf + HDR, len, seed);
 }
 
-static int n_garbage;
 
 static void garbage(struct atk *a)
 {
@@ -392,7 +391,6 @@ static void garbage(struct atk *a)
 	atk_send_ok(a, HDR, "fin unknown id");
 	hdr(b, OP_NACK, 0, 0, 5, 0, 0, 424243, 0);
 	atk_send_ok(a, HDR, "nack unknown id");
-	n_garbage = 22;
 }
 
 static void attacker(void)
@@ -603,7 +601,7 @@ int main(void)
 	expect_pattern(ubuf(), 100, 1, "eager after garbage");
 	cq_expect_empty(r1.rxcq, 500, "after the garbage");
 	check_guards("garbage");
-	logmsg("step 1: %d malformed messages dropped, the valid one delivered", n_garbage);
+	logmsg("step 1: the malformed messages were dropped, the valid one delivered first");
 
 	/* 2: bogus credits */
 	post_recv(4096, (void *)2);
