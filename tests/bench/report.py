@@ -352,7 +352,7 @@ def scale_table(scale):
         row += [fmt(lat.get(lk[0])) if lk else "–", fmt(lat.get(lk[-1])) if len(lk) > 1 else "–"]
         rows.append(row)
     hdr = ["provider", "peers", "server RSS before (kB)", "RSS growth (kB)", "per peer (kB)", "VmPin growth (kB)",
-           "per peer (kB)", "VmLck growth (kB)", "latency 8 B (µs)", "latency 64 KiB (µs)"]
+           "per peer (kB)", "VmLck growth (kB)", "latency, smallest size (µs)", "latency, largest size (µs)"]
     return table(hdr, rows)
 
 
