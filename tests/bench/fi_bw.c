@@ -904,7 +904,7 @@ int main(int argc, char **argv)
 	hints->fabric_attr->prov_name = strdup(prov);
 	hints->ep_attr->type = rdm ? FI_EP_RDM : FI_EP_MSG;
 	hints->caps = FI_MSG | (cfg.tagged ? FI_TAGGED : 0) |
-		      (cfg.mode == 0 && (cfg.ops & (OP_WRITE | OP_READ)) ? FI_RMA : 0);
+		      ((cfg.mode == 0 || cfg.mode == 3) && (cfg.ops & (OP_WRITE | OP_READ)) ? FI_RMA : 0);
 	hints->mode = FI_CONTEXT;
 	hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
 	hints->domain_attr->threading = FI_THREAD_DOMAIN;
