@@ -25,7 +25,7 @@
  */
 #include "rdm_common.h"
 
-#include <stdatomic.h>
+#include <fcntl.h>
 
 #define MAXCLIENTS 80
 #define NMSG 120
@@ -94,6 +94,21 @@ static void tee_stderr(void)
 	teefd = p[0];
 	if (pthread_create(&teethr, NULL, tee_fn, NULL))
 		fail("pthread_create failed");
+}
+
+/*
+ * End of the capture: the tee thread copies what is left, then stderr goes to
+ * /dev/null, because FI_LOG_LEVEL=info makes libfabric's core log at exit,
+ * after the final PASS line (which goes to stdout).
+ */
+static void tee_end(void)
+{
+	fflush(stderr);
+	int nul = open("/dev/null", O_WRONLY);
+	if (nul < 0 || dup2(nul, 2) < 0)
+		fail("dup2 /dev/null failed");
+	close(nul);
+	pthread_join(teethr, NULL);
 }
 
 struct regline {
@@ -260,6 +275,7 @@ static void server(void)
 	rdm_close(&r);
 	free(buf);
 	free(sb);
+	tee_end();
 	test_finish();
 }
 
