@@ -3,7 +3,8 @@
 //! parsed as a socket address (src/sys.rs), on arbitrary bytes.
 //!
 //! Invariants: no panic; an accepted HELLO has a name of at most
-//! HELLO_MAX_NAME bytes and at least MIN_CREDITS buffers, its encoding is a
+//! HELLO_MAX_NAME bytes, a maximum of at least MIN_CREDITS credits and a
+//! grant within it, its encoding is a
 //! prefix of the input and everything after it is zero.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
@@ -15,7 +16,8 @@ fuzz_target!(|data: &[u8]| {
     let data = &data[..data.len().min(255)];
     let Ok(h) = Hello::decode(data) else { return };
     assert!(h.name.len() <= HELLO_MAX_NAME);
-    assert!(h.bufs_per_peer >= MIN_CREDITS);
+    assert!(h.max_credits >= MIN_CREDITS);
+    assert!(h.grant <= h.max_credits);
     let e = h.encode().expect("a decoded HELLO re-encodes");
     assert!(e.len() <= data.len());
     assert_eq!(&data[..e.len()], &e[..]);
