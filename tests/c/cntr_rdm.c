@@ -86,10 +86,7 @@ static void drain(struct fid_cq *cq, int n, const char *what)
 {
 	for (int i = 0; i < n; i++) {
 		struct fi_cq_tagged_entry e;
-		struct fi_cq_err_entry err;
-		fi_addr_t src;
-		if (!rdm_read_from(cq, &e, &src, &err, WAIT_MS, what))
-			fail("%s: unexpected error completion %d", what, err.err);
+		rdm_next(cq, &e, "%s", what);
 	}
 }
 

@@ -125,11 +125,7 @@ static void drain_any_order(struct fid_cq *cq, int n, uint64_t flags, struct fi_
 	memset(seen, 0, sizeof(seen));
 	for (int k = 0; k < n; k++) {
 		struct fi_cq_tagged_entry e;
-		struct fi_cq_err_entry err;
-		fi_addr_t src;
-		char b[512];
-		if (!rdm_read_from(cq, &e, &src, &err, WAIT_MS, what))
-			fail("%s: completion %d of %d is an error entry: %s", what, k, n, cq_err_str(cq, &err, b, sizeof(b)));
+		rdm_next(cq, &e, "%s: completion %d of %d", what, k, n);
 		int i = (int)((uintptr_t)e.op_context - 0x100);
 		EXPECT(i >= 0 && i < n, "%s: unknown context %p", what, e.op_context);
 		EXPECT(!seen[i], "%s: operation %d completed twice", what, i);

@@ -191,11 +191,7 @@ int main(void)
 		}
 		for (int i = 0; i < NCONC; i++) {
 			struct fi_cq_tagged_entry e;
-			struct fi_cq_err_entry err;
-			fi_addr_t src;
-			char b[512];
-			if (!rdm_read_from(r.txcq, &e, &src, &err, WAIT_MS, "own fetch-add"))
-				fail("own fetch-add: %s", cq_err_str(r.txcq, &err, b, sizeof(b)));
+			rdm_next(r.txcq, &e, "own fetch-add");
 		}
 		uint64_t theirs[NCONC];
 		rdm_progress_start(&r);
@@ -256,11 +252,7 @@ int main(void)
 		}
 		for (int i = 0; i < NCONC; i++) {
 			struct fi_cq_tagged_entry e;
-			struct fi_cq_err_entry err;
-			fi_addr_t src;
-			char b[512];
-			if (!rdm_read_from(r.txcq, &e, &src, &err, WAIT_MS, "fetch-add"))
-				fail("fetch-add: %s", cq_err_str(r.txcq, &err, b, sizeof(b)));
+			rdm_next(r.txcq, &e, "fetch-add");
 		}
 		oob_send(mine, NCONC * sizeof(uint64_t));
 		rdm_progress_start(&r);

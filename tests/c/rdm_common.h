@@ -15,6 +15,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <unistd.h>
 #include <rdma/fi_tagged.h>
@@ -185,16 +186,32 @@ static inline int rdm_read_from(struct fid_cq *cq, struct fi_cq_tagged_entry *en
 	}
 }
 
+/* The next completion within WAIT_MS, which must be a success (of any
+ * context: the caller checks it); returns its src (readfrom; 0xdeadbeef if
+ * the provider left it). what (printf format) names it in the failures. */
+static inline fi_addr_t rdm_next(struct fid_cq *cq, struct fi_cq_tagged_entry *e, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static inline fi_addr_t rdm_next(struct fid_cq *cq, struct fi_cq_tagged_entry *e, const char *fmt, ...)
+{
+	struct fi_cq_err_entry err;
+	fi_addr_t src = 0xdeadbeef;
+	char what[256], b[512];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(what, sizeof(what), fmt, ap);
+	va_end(ap);
+	if (!rdm_read_from(cq, e, &src, &err, WAIT_MS, what))
+		fail("%s: error completion: %s", what, cq_err_str(cq, &err, b, sizeof(b)));
+	return src;
+}
+
 /* One successful completion, fields checked; returns its src (readfrom). */
 static inline fi_addr_t rdm_expect(struct fid_cq *cq, void *ctx, uint64_t flags, struct fi_cq_tagged_entry *out,
 				   const char *what)
 {
 	struct fi_cq_tagged_entry e;
-	struct fi_cq_err_entry err;
-	fi_addr_t src = 0xdeadbeef;
-	char b[512], fb[256];
-	if (!rdm_read_from(cq, &e, &src, &err, WAIT_MS, what))
-		fail("%s: error completion: %s", what, cq_err_str(cq, &err, b, sizeof(b)));
+	char fb[256];
+	fi_addr_t src = rdm_next(cq, &e, "%s", what);
 	EXPECT(e.op_context == ctx, "%s: op_context %p, want %p", what, e.op_context, ctx);
 	EXPECT((e.flags & flags) == flags, "%s: flags %s lack %#llx", what, flags_str(e.flags, fb, sizeof(fb)),
 	       (unsigned long long)(flags & ~e.flags));

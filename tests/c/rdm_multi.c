@@ -94,11 +94,7 @@ static void server(void)
 	memset(seen, 0, sizeof(seen));
 	for (int n = 0; n < NCLI * (int)NMSG; n++) {
 		struct fi_cq_tagged_entry e;
-		struct fi_cq_err_entry err;
-		fi_addr_t src = 0xdeadbeef;
-		char b[512];
-		if (!rdm_read_from(r.rxcq, &e, &src, &err, WAIT_MS, "server receive"))
-			fail("server receive #%d: error completion: %s", n, cq_err_str(r.rxcq, &err, b, sizeof(b)));
+		fi_addr_t src = rdm_next(r.rxcq, &e, "server receive #%d", n);
 		long slot = (long)(uintptr_t)e.op_context - 0x10000;
 		EXPECT(slot >= 0 && slot < 2 * NPOST, "receive #%d: op_context %p", n, e.op_context);
 		int kind = slot >= NPOST;
@@ -147,11 +143,7 @@ static void server(void)
 	memset(done, 0, sizeof(done));
 	for (size_t n = 0; n < nsent; n++) {
 		struct fi_cq_tagged_entry e;
-		struct fi_cq_err_entry err;
-		fi_addr_t src;
-		char b[512];
-		if (!rdm_read_from(r.txcq, &e, &src, &err, WAIT_MS, "reply send"))
-			fail("reply send: error completion: %s", cq_err_str(r.txcq, &err, b, sizeof(b)));
+		rdm_next(r.txcq, &e, "reply send");
 		long c = (long)(uintptr_t)e.op_context - 0x20000;
 		int k = (int)(c >> 8), kind = (int)((c >> 4) & 0xf);
 		size_t i = (size_t)(c & 0xf);
@@ -223,11 +215,7 @@ static void client(int me)
 	memset(done, 0, sizeof(done));
 	for (size_t n = 0; n < NMSG; n++) {
 		struct fi_cq_tagged_entry e;
-		struct fi_cq_err_entry err;
-		fi_addr_t src;
-		char b[512];
-		if (!rdm_read_from(r.txcq, &e, &src, &err, WAIT_MS, "client send"))
-			fail("client %d send: error completion: %s", me, cq_err_str(r.txcq, &err, b, sizeof(b)));
+		rdm_next(r.txcq, &e, "client %d send", me);
 		long c = (long)(uintptr_t)e.op_context - 0x30000;
 		EXPECT(c >= 0 && (c >> 4) < 2 && (c & 0xf) < (long)NSIZES && !done[c >> 4][c & 0xf],
 		       "client send: op_context %p", e.op_context);
@@ -237,11 +225,7 @@ static void client(int me)
 	memset(done, 0, sizeof(done));
 	for (size_t n = 0; n < NMSG; n++) {
 		struct fi_cq_tagged_entry e;
-		struct fi_cq_err_entry err;
-		fi_addr_t src = 0xdeadbeef;
-		char b[512];
-		if (!rdm_read_from(r.rxcq, &e, &src, &err, WAIT_MS, "client receive"))
-			fail("client %d receive: error completion: %s", me, cq_err_str(r.rxcq, &err, b, sizeof(b)));
+		fi_addr_t src = rdm_next(r.rxcq, &e, "client %d receive", me);
 		long c = (long)(uintptr_t)e.op_context - 0x40000;
 		EXPECT(c >= 0 && (c >> 4) < 2 && (c & 0xf) < (long)NSIZES && !done[c >> 4][c & 0xf],
 		       "client receive: op_context %p", e.op_context);

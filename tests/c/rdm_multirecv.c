@@ -258,11 +258,7 @@ static void client(void)
 	}
 	for (size_t i = 0; i < NM; i++) {
 		struct fi_cq_tagged_entry e;
-		struct fi_cq_err_entry err;
-		fi_addr_t src;
-		char b[512];
-		if (!rdm_read_from(r.txcq, &e, &src, &err, WAIT_MS, "send"))
-			fail("send: error: %s", cq_err_str(r.txcq, &err, b, sizeof(b)));
+		rdm_next(r.txcq, &e, "send");
 	}
 	oob_signal(2);
 	oob_wait(3);

@@ -76,11 +76,7 @@ static void expect_set(struct fid_cq *cq, long base, int n, uint64_t flags, cons
 	uint64_t seen = 0;
 	for (int k = 0; k < n; k++) {
 		struct fi_cq_tagged_entry e;
-		struct fi_cq_err_entry err;
-		fi_addr_t src;
-		char b[512];
-		if (!rdm_read_from(cq, &e, &src, &err, WAIT_MS, what))
-			fail("%s: error completion: %s", what, cq_err_str(cq, &err, b, sizeof(b)));
+		rdm_next(cq, &e, "%s", what);
 		long i = (long)e.op_context - base;
 		EXPECT(i >= 0 && i < n && !(seen & (1ull << i)), "%s: unexpected op_context %p", what, e.op_context);
 		seen |= 1ull << i;

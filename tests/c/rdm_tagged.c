@@ -170,11 +170,7 @@ static void client(void)
 	{
 		bool seen131 = false, seen132 = false;
 		for (int i = 0; i < 2; i++) {
-			struct fi_cq_err_entry err;
-			fi_addr_t src;
-			char b[512];
-			if (!rdm_read_from(r.txcq, &e, &src, &err, WAIT_MS, "rendezvous tsend"))
-				fail("rendezvous tsend: error completion: %s", cq_err_str(r.txcq, &err, b, sizeof(b)));
+			rdm_next(r.txcq, &e, "rendezvous tsend");
 			EXPECT(e.flags & FI_TAGGED, "rendezvous tsend flags %#llx", (unsigned long long)e.flags);
 			if (e.op_context == (void *)0x131 && !seen131)
 				seen131 = true;
