@@ -159,6 +159,18 @@ static inline struct fid_mr *rdm_mr_reg(struct rctx *r, void *b, size_t len, uin
 	return m;
 }
 
+/* The end of a two-process RDM test's main(): close and free what it set up,
+ * then the server's final line (test_finish) or the child's exit (child_done). */
+static inline __attribute__((noreturn)) void rdm_test_end(bool srv, struct rctx *r, struct fid_mr *mr, void *buf)
+{
+	mr_close(mr);
+	rdm_close(r);
+	free(buf);
+	if (srv)
+		test_finish();
+	child_done();
+}
+
 /* Poll a CQ with fi_cq_readfrom: 1 = success (entry, *src), 0 = error entry (err). */
 static inline int rdm_read_from(struct fid_cq *cq, struct fi_cq_tagged_entry *entry, fi_addr_t *src,
 				struct fi_cq_err_entry *err, int timeout_ms, const char *what)

@@ -422,10 +422,5 @@ int main(void)
 		else
 			client_b(s);
 	}
-	mr_close(mr);
-	rdm_close(&r);
-	free(buf);
-	if (srv)
-		test_finish();
-	child_done();
+	rdm_test_end(srv, &r, mr, buf);
 }

@@ -189,10 +189,5 @@ int main(void)
 		oob_signal(5);
 		oob_wait(6);
 	}
-	mr_close(mr);
-	rdm_close(&r);
-	free(buf);
-	if (srv)
-		test_finish();
-	child_done();
+	rdm_test_end(srv, &r, mr, buf);
 }

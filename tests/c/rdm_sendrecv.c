@@ -280,10 +280,5 @@ int main(void)
 		server();
 	else
 		client();
-	mr_close(mr);
-	rdm_close(&r);
-	free(buf);
-	if (srv)
-		test_finish();
-	child_done();
+	rdm_test_end(srv, &r, mr, buf);
 }

@@ -173,10 +173,5 @@ int main(void)
 		}
 		rdm_progress_stop();
 	}
-	mr_close(mr);
-	rdm_close(&r);
-	free(buf);
-	if (srv)
-		test_finish();
-	child_done();
+	rdm_test_end(srv, &r, mr, buf);
 }

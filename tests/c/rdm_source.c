@@ -181,10 +181,5 @@ int main(void)
 	} else {
 		oob_signal(13);
 	}
-	mr_close(mr);
-	rdm_close(&r);
-	free(buf);
-	if (srv)
-		test_finish();
-	child_done();
+	rdm_test_end(srv, &r, mr, buf);
 }

@@ -251,10 +251,5 @@ int main(void)
 		chan_send_name(CHAN_SELF, r.name, r.namelen);
 		sender(av_insert_one(r.av, sn));
 	}
-	mr_close(mr);
-	rdm_close(&r);
-	free(buf);
-	if (srv)
-		test_finish();
-	child_done();
+	rdm_test_end(srv, &r, mr, buf);
 }
