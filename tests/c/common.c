@@ -772,6 +772,22 @@ void cq_read_one(struct fid_cq *cq, void *entry, int timeout_ms, const char *wha
 		fail("%s: error completion: %s", what, cq_err_str(cq, &err, b, sizeof(b)));
 }
 
+int cq_one_or_again(struct fid_cq *cq, ssize_t ret, const char *call, const char *what)
+{
+	if (ret == 1)
+		return 1;
+	if (ret == -FI_EAVAIL) {
+		struct fi_cq_err_entry err;
+		char b[512];
+		memset(&err, 0, sizeof(err));
+		fi_cq_readerr(cq, &err, 0);
+		fail("%s: error completion: %s", what, cq_err_str(cq, &err, b, sizeof(b)));
+	}
+	if (ret != -FI_EAGAIN)
+		fail("%s: %s returned %zd (%s)", what, call, ret, fi_strerror((int)-ret));
+	return 0;
+}
+
 void cq_expect_empty(struct fid_cq *cq, int ms, const char *what)
 {
 	uint64_t start = now_ms();

@@ -210,6 +210,10 @@ void cq_read_one(struct fid_cq *cq, void *entry, int timeout_ms, const char *wha
  * as given on input. */
 int cq_read_one_or_err(struct fid_cq *cq, void *entry, struct fi_cq_err_entry *err,
 		       int timeout_ms, const char *what);
+/* The outcome of one read of one entry (ret: what fi_cq_read / fi_cq_sread,
+ * named by call, returned): 1 = an entry, 0 = -FI_EAGAIN; fails on an error
+ * entry (with its cq_err_str) and on any other return. */
+int cq_one_or_again(struct fid_cq *cq, ssize_t ret, const char *call, const char *what);
 /* Assert no completion (success or error) shows up within ms. */
 void cq_expect_empty(struct fid_cq *cq, int ms, const char *what);
 const char *cq_err_str(struct fid_cq *cq, const struct fi_cq_err_entry *e,

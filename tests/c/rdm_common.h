@@ -239,18 +239,8 @@ static inline void rdm_sread_expect(struct fid_cq *cq, void *ctx, uint64_t flags
 	struct fi_cq_tagged_entry e;
 	uint64_t start = now_ms();
 	for (;;) {
-		ssize_t ret = fi_cq_sread(cq, &e, 1, NULL, 1000);
-		if (ret == 1)
+		if (cq_one_or_again(cq, fi_cq_sread(cq, &e, 1, NULL, 1000), "fi_cq_sread", what))
 			break;
-		if (ret == -FI_EAVAIL) {
-			struct fi_cq_err_entry err;
-			char b[512];
-			memset(&err, 0, sizeof(err));
-			fi_cq_readerr(cq, &err, 0);
-			fail("%s: error completion: %s", what, cq_err_str(cq, &err, b, sizeof(b)));
-		}
-		if (ret != -FI_EAGAIN)
-			fail("%s: fi_cq_sread returned %zd (%s)", what, ret, fi_strerror((int)-ret));
 		if (now_ms() - start > WAIT_MS)
 			fail("%s: fi_cq_sread: nothing after %d ms", what, WAIT_MS);
 		check_child();

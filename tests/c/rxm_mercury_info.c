@@ -182,18 +182,8 @@ static void poll_one(struct fi_cq_tagged_entry *e, const char *what)
 {
 	uint64_t start = now_ms();
 	for (;;) {
-		ssize_t ret = fi_cq_read(cq, e, 1);
-		if (ret == 1)
+		if (cq_one_or_again(cq, fi_cq_read(cq, e, 1), "fi_cq_read", what))
 			return;
-		if (ret == -FI_EAVAIL) {
-			struct fi_cq_err_entry err;
-			char b[512];
-			memset(&err, 0, sizeof(err));
-			fi_cq_readerr(cq, &err, 0);
-			fail("%s: error completion: %s", what, cq_err_str(cq, &err, b, sizeof(b)));
-		}
-		if (ret != -FI_EAGAIN)
-			fail("%s: fi_cq_read returned %zd (%s)", what, ret, fi_strerror((int)-ret));
 		if (now_ms() - start > WAIT_MS)
 			fail("%s: no completion after %d ms", what, WAIT_MS);
 		check_child();
@@ -208,18 +198,8 @@ static void wait_one(int epfd, struct fi_cq_tagged_entry *e, const char *what)
 	uint64_t start = now_ms();
 	struct fid *fids[1] = { &cq->fid };
 	for (;;) {
-		ssize_t ret = fi_cq_read(cq, e, 1);
-		if (ret == 1)
+		if (cq_one_or_again(cq, fi_cq_read(cq, e, 1), "fi_cq_read", what))
 			return;
-		if (ret == -FI_EAVAIL) {
-			struct fi_cq_err_entry err;
-			char b[512];
-			memset(&err, 0, sizeof(err));
-			fi_cq_readerr(cq, &err, 0);
-			fail("%s: error completion: %s", what, cq_err_str(cq, &err, b, sizeof(b)));
-		}
-		if (ret != -FI_EAGAIN)
-			fail("%s: fi_cq_read returned %zd (%s)", what, ret, fi_strerror((int)-ret));
 		if (now_ms() - start > WAIT_MS)
 			fail("%s: no completion after %d ms (%d sleeps)", what, WAIT_MS, sleeps);
 		int tw = fi_trywait(fabric, fids, 1);
