@@ -2,6 +2,7 @@
 #include "common.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -786,6 +787,19 @@ int cq_one_or_again(struct fid_cq *cq, ssize_t ret, const char *call, const char
 	if (ret != -FI_EAGAIN)
 		fail("%s: %s returned %zd (%s)", what, call, ret, fi_strerror((int)-ret));
 	return 0;
+}
+
+int thread_count(void)
+{
+	DIR *d = opendir("/proc/self/task");
+	int n = 0;
+	if (!d)
+		return -1;
+	for (struct dirent *e; (e = readdir(d));)
+		if (e->d_name[0] != '.')
+			n++;
+	closedir(d);
+	return n;
 }
 
 void cq_expect_empty(struct fid_cq *cq, int ms, const char *what)

@@ -132,6 +132,8 @@ void oob_wait(uint8_t tag);
 /* ---- timing ---------------------------------------------------------- */
 
 uint64_t now_ms(void);
+/* Threads of this process (/proc/self/task; -1 if unreadable). */
+int thread_count(void);
 void sleep_ms(unsigned ms);
 
 /* ---- libfabric context ------------------------------------------------- */

@@ -16,24 +16,9 @@
  */
 #include "rdm_common.h"
 
-#include <dirent.h>
-
 #define BIG 65536
 
 static struct fi_context rctx[2], sctx[2];
-
-static int threads(void)
-{
-	DIR *d = opendir("/proc/self/task");
-	int n = 0;
-	if (!d)
-		return -1;
-	for (struct dirent *e; (e = readdir(d));)
-		if (e->d_name[0] != '.')
-			n++;
-	closedir(d);
-	return n;
-}
 
 static void open_auto(struct rctx *r)
 {
@@ -48,9 +33,9 @@ static void open_auto(struct rctx *r)
 	       r->info->domain_attr->control_progress);
 	CHK(fi_fabric(r->info->fabric_attr, &r->fabric, NULL));
 	CHK(fi_domain(r->fabric, r->info, &r->domain, NULL));
-	int t0 = threads();
+	int t0 = thread_count();
 	rdm_open_ep(r);
-	int t1 = threads();
+	int t1 = thread_count();
 	EXPECT(t1 == t0 + 1, "threads %d before fi_enable, %d after: want one progress thread", t0, t1);
 }
 
@@ -58,7 +43,7 @@ static void server(void)
 {
 	struct rctx r;
 	open_auto(&r);
-	int with = threads();
+	int with = thread_count();
 	rdm_exchange(&r, true);
 	char *buf = alloc_buf(2 * BIG);
 	struct fid_mr *mr = rdm_mr_reg(&r, buf, 2 * BIG, FI_RECV);
@@ -82,8 +67,8 @@ static void server(void)
 	oob_wait(4);
 	mr_close(mr);
 	rdm_close_ep(&r);
-	EXPECT(threads() == with - 1, "threads %d after fi_close(ep), %d before: the progress thread must end",
-	       threads(), with);
+	EXPECT(thread_count() == with - 1, "threads %d after fi_close(ep), %d before: the progress thread must end",
+	       thread_count(), with);
 	rdm_close(&r);
 	free(buf);
 	test_finish();

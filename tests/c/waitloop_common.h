@@ -16,7 +16,6 @@
 #ifndef WAITLOOP_COMMON_H
 #define WAITLOOP_COMMON_H
 
-#include <dirent.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -176,20 +175,6 @@ static uint64_t proc_cpu_ns(clockid_t clk)
 	if (clock_gettime(clk, &ts))
 		fail("clock_gettime(server CPU clock): %s", strerror(errno));
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-/* Threads of this process (the provider or the libraries may add some). */
-static int thread_count(void)
-{
-	DIR *d = opendir("/proc/self/task");
-	int n = 0;
-	if (!d)
-		return -1;
-	for (struct dirent *e; (e = readdir(d));)
-		if (e->d_name[0] != '.')
-			n++;
-	closedir(d);
-	return n;
 }
 
 static int cmp_u64(const void *a, const void *b)
