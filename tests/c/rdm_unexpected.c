@@ -67,18 +67,25 @@ static void post(int s, fi_addr_t src, int tagged, uint64_t tag)
 		RETRY(&r, fi_recv(r.ep, slot(s), SLOT - 64, desc, src, ctx));
 }
 
+/* Receive completion e (source src) in slot s carries message mm from fi_addr from. */
+static void check_in(const struct fi_cq_tagged_entry *e, fi_addr_t src, int s, const struct m *mm, fi_addr_t from,
+		     const char *what)
+{
+	EXPECT(e->len == mm->len, "%s: len %zu, want %zu (another message matched?)", what, e->len, mm->len);
+	if (mm->tagged)
+		EXPECT(e->tag == mm->tag, "%s: tag %#llx", what, (unsigned long long)e->tag);
+	EXPECT(src == from, "%s: source %#llx, want %#llx", what, (unsigned long long)src, (unsigned long long)from);
+	expect_pattern(slot(s), mm->len, mm->seed, what);
+	EXPECT(slot(s)[mm->len] == 0xee, "%s: byte after the message overwritten", what);
+}
+
 /* The completion of receive slot s must be message mm from fi_addr from. */
 static void expect_in(int s, const struct m *mm, fi_addr_t from, const char *what)
 {
 	struct fi_cq_tagged_entry e;
 	fi_addr_t src = rdm_expect(r.rxcq, (void *)(uintptr_t)(0x100 + s), FI_RECV | (mm->tagged ? FI_TAGGED : FI_MSG),
 				   &e, what);
-	EXPECT(e.len == mm->len, "%s: len %zu, want %zu (another message matched?)", what, e.len, mm->len);
-	if (mm->tagged)
-		EXPECT(e.tag == mm->tag, "%s: tag %#llx", what, (unsigned long long)e.tag);
-	EXPECT(src == from, "%s: source %#llx, want %#llx", what, (unsigned long long)src, (unsigned long long)from);
-	expect_pattern(slot(s), mm->len, mm->seed, what);
-	EXPECT(slot(s)[mm->len] == 0xee, "%s: byte after the message overwritten", what);
+	check_in(&e, src, s, mm, from, what);
 }
 
 /* Receives in slots 0..n-1 complete in any order, slot i with message *want[i]. */
@@ -87,11 +94,7 @@ static void expect_set(int n, const struct m *const *want, fi_addr_t from, const
 	bool seen[NSLOT] = { 0 };
 	for (int k = 0; k < n; k++) {
 		struct fi_cq_tagged_entry e;
-		struct fi_cq_err_entry err;
-		fi_addr_t src = 0xdeadbeef;
-		char b[512];
-		if (!rdm_read_from(r.rxcq, &e, &src, &err, WAIT_MS, "receive"))
-			fail("receive: error completion: %s", cq_err_str(r.rxcq, &err, b, sizeof(b)));
+		fi_addr_t src = rdm_next(r.rxcq, &e, "receive");
 		int s = (int)((uintptr_t)e.op_context - 0x100);
 		EXPECT(s >= 0 && s < n && !seen[s], "completion op_context %p", e.op_context);
 		seen[s] = true;
@@ -99,12 +102,7 @@ static void expect_set(int n, const struct m *const *want, fi_addr_t from, const
 		const char *what = names[s];
 		EXPECT((e.flags & (FI_RECV | (mm->tagged ? FI_TAGGED : FI_MSG))) == (FI_RECV | (mm->tagged ? FI_TAGGED : FI_MSG)),
 		       "%s: flags %#llx", what, (unsigned long long)e.flags);
-		EXPECT(e.len == mm->len, "%s: len %zu, want %zu (another message matched?)", what, e.len, mm->len);
-		if (mm->tagged)
-			EXPECT(e.tag == mm->tag, "%s: tag %#llx", what, (unsigned long long)e.tag);
-		EXPECT(src == from, "%s: source %#llx, want %#llx", what, (unsigned long long)src, (unsigned long long)from);
-		expect_pattern(slot(s), mm->len, mm->seed, what);
-		EXPECT(slot(s)[mm->len] == 0xee, "%s: byte after the message overwritten", what);
+		check_in(&e, src, s, mm, from, what);
 	}
 }
 
