@@ -399,6 +399,17 @@ void oob_wait(uint8_t tag)
 		fail("oob protocol: expected tag %u, got %u", tag, got);
 }
 
+void oob_barrier(bool server, uint8_t a, uint8_t b)
+{
+	if (server) {
+		oob_wait(a);
+		oob_signal(b);
+	} else {
+		oob_signal(a);
+		oob_wait(b);
+	}
+}
+
 /* ---- strings ----------------------------------------------------------------- */
 
 const char *addr_str(const void *addr, size_t len, char *buf, size_t blen)

@@ -128,6 +128,9 @@ void oob_send(const void *buf, size_t len);
 void oob_recv(void *buf, size_t len);
 void oob_signal(uint8_t tag);
 void oob_wait(uint8_t tag);
+/* Both processes got here: the client signals a and waits for b, the server
+ * (server true) waits for a and signals b. */
+void oob_barrier(bool server, uint8_t a, uint8_t b);
 
 /* ---- timing ---------------------------------------------------------- */
 

@@ -67,13 +67,7 @@ static void round_run(int round, bool srv)
 		RETRY(&r, fi_recv(r.ep, rx + (size_t)j * SLOT, SLOT - 64, desc, FI_ADDR_UNSPEC, (void *)(0x100L + j)));
 	}
 	/* both ready; then go, and send without waiting for anything */
-	if (srv) {
-		oob_wait(1);
-		oob_signal(2);
-	} else {
-		oob_signal(1);
-		oob_wait(2);
-	}
+	oob_barrier(srv, 1, 2);
 	for (int j = 0; j < NMSG; j++)
 		RETRY(&r, fi_send(r.ep, tx + (size_t)j * SLOT, sizes[j], desc, r.peer, (void *)(0x200L + j)));
 

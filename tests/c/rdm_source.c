@@ -147,13 +147,7 @@ int main(void)
 		EXPECT(e.len == 1000, "simultaneous receive len %zu", e.len);
 		expect_pattern(rb, 1000, 30 + round + (srv ? 100 : 0), "simultaneous receive");
 		/* both sides done with this round before the next */
-		if (srv) {
-			oob_wait(11);
-			oob_signal(12);
-		} else {
-			oob_signal(11);
-			oob_wait(12);
-		}
+		oob_barrier(srv, 11, 12);
 	}
 	logmsg("phase 2 (simultaneous connects) ok");
 
