@@ -281,6 +281,19 @@ static inline struct fi_cq_err_entry rdm_expect_err(struct fid_cq *cq, int err_c
 		CHK(retry_ret__);                                              \
 	})
 
+/* fi_trecvmsg of one buffer (none if b is NULL) from any source, -FI_EAGAIN
+ * retried. */
+static inline void rdm_trecvmsg(struct rctx *r, void *b, size_t len, void *desc, uint64_t tag, uint64_t ignore,
+				void *ctx, uint64_t flags)
+{
+	struct iovec iov = { b, len };
+	struct fi_msg_tagged m = {
+		.msg_iov = b ? &iov : NULL, .desc = b ? &desc : NULL, .iov_count = b ? 1 : 0,
+		.addr = FI_ADDR_UNSPEC, .tag = tag, .ignore = ignore, .context = ctx,
+	};
+	RETRY(r, fi_trecvmsg(r->ep, &m, flags));
+}
+
 /*
  * Background progress: RDM endpoints progress (accept connections, answer
  * rendezvous, complete RMA at the target) only inside calls into the

@@ -43,12 +43,7 @@ static const struct m batch[] = {
 
 static void tmsg(void *b, size_t len, uint64_t tag, uint64_t ignore, void *ctx, uint64_t flags)
 {
-	struct iovec iov = { b, len };
-	struct fi_msg_tagged m = {
-		.msg_iov = b ? &iov : NULL, .desc = b ? &desc : NULL, .iov_count = b ? 1 : 0,
-		.addr = FI_ADDR_UNSPEC, .tag = tag, .ignore = ignore, .context = ctx,
-	};
-	RETRY(&r, fi_trecvmsg(r.ep, &m, flags));
+	rdm_trecvmsg(&r, b, len, desc, tag, ignore, ctx, flags);
 }
 
 /* A successful peek/discard/receive completion describing batch[i]. */

@@ -26,12 +26,7 @@ static void trecv(void *b, size_t len, fi_addr_t src, uint64_t tag, uint64_t ign
 
 static void trecvmsg(void *b, size_t len, uint64_t tag, uint64_t ignore, void *ctx, uint64_t flags)
 {
-	struct iovec iov = { b, len };
-	struct fi_msg_tagged m = {
-		.msg_iov = b ? &iov : NULL, .desc = b ? &desc : NULL, .iov_count = b ? 1 : 0,
-		.addr = FI_ADDR_UNSPEC, .tag = tag, .ignore = ignore, .context = ctx,
-	};
-	RETRY(&r, fi_trecvmsg(r.ep, &m, flags));
+	rdm_trecvmsg(&r, b, len, desc, tag, ignore, ctx, flags);
 }
 
 static void expect_tagged(void *ctx, uint64_t tag, size_t len, uint32_t seed, uint8_t *at, const char *what)
