@@ -26,6 +26,104 @@ pub unsafe fn read_addr(p: *const c_void, len: usize, what: &str) -> FiResult<Op
     }
 }
 
+/// The core's copy of a C `fi_tx_attr`.
+pub fn tx_from_c(t: &fi_tx_attr) -> TxAttr {
+    TxAttr {
+        caps: t.caps,
+        mode: t.mode,
+        op_flags: t.op_flags,
+        msg_order: t.msg_order,
+        comp_order: t.comp_order,
+        inject_size: t.inject_size,
+        size: t.size,
+        iov_limit: t.iov_limit,
+        rma_iov_limit: t.rma_iov_limit,
+        tclass: t.tclass,
+    }
+}
+
+/// The core's copy of a C `fi_rx_attr`.
+pub fn rx_from_c(r: &fi_rx_attr) -> RxAttr {
+    RxAttr {
+        caps: r.caps,
+        mode: r.mode,
+        op_flags: r.op_flags,
+        msg_order: r.msg_order,
+        comp_order: r.comp_order,
+        total_buffered_recv: r.total_buffered_recv,
+        size: r.size,
+        iov_limit: r.iov_limit,
+    }
+}
+
+/// The core's copy of a C `fi_ep_attr` (without the auth key bytes).
+pub fn ep_from_c(e: &fi_ep_attr) -> EpAttr {
+    EpAttr {
+        type_: e.type_,
+        protocol: e.protocol,
+        protocol_version: e.protocol_version,
+        max_msg_size: e.max_msg_size,
+        msg_prefix_size: e.msg_prefix_size,
+        max_order_raw_size: e.max_order_raw_size,
+        max_order_war_size: e.max_order_war_size,
+        max_order_waw_size: e.max_order_waw_size,
+        mem_tag_format: e.mem_tag_format,
+        tx_ctx_cnt: e.tx_ctx_cnt,
+        rx_ctx_cnt: e.rx_ctx_cnt,
+        auth_key_size: e.auth_key_size,
+    }
+}
+
+/// The core's copy of a C `fi_domain_attr` (without the domain fid and the auth key bytes).
+///
+/// # Safety
+/// `d.name` NULL or a C string.
+pub unsafe fn domain_from_c(d: &fi_domain_attr) -> DomainAttr {
+    DomainAttr {
+        // SAFETY: per the contract.
+        name: unsafe { cstr_opt(d.name) },
+        threading: d.threading,
+        control_progress: d.control_progress,
+        data_progress: d.data_progress,
+        resource_mgmt: d.resource_mgmt,
+        av_type: d.av_type,
+        mr_mode: d.mr_mode,
+        mr_key_size: d.mr_key_size,
+        cq_data_size: d.cq_data_size,
+        cq_cnt: d.cq_cnt,
+        ep_cnt: d.ep_cnt,
+        tx_ctx_cnt: d.tx_ctx_cnt,
+        rx_ctx_cnt: d.rx_ctx_cnt,
+        max_ep_tx_ctx: d.max_ep_tx_ctx,
+        max_ep_rx_ctx: d.max_ep_rx_ctx,
+        max_ep_stx_ctx: d.max_ep_stx_ctx,
+        max_ep_srx_ctx: d.max_ep_srx_ctx,
+        cntr_cnt: d.cntr_cnt,
+        mr_iov_limit: d.mr_iov_limit,
+        caps: d.caps,
+        mode: d.mode,
+        auth_key_size: d.auth_key_size,
+        max_err_data: d.max_err_data,
+        mr_cnt: d.mr_cnt,
+        tclass: d.tclass,
+    }
+}
+
+/// The core's copy of a C `fi_fabric_attr` (without the fabric fid).
+///
+/// # Safety
+/// `f.name` and `f.prov_name` NULL or C strings.
+pub unsafe fn fabric_from_c(f: &fi_fabric_attr) -> FabricAttr {
+    FabricAttr {
+        // SAFETY: per the contract.
+        name: unsafe { cstr_opt(f.name) },
+        // SAFETY: as above.
+        prov_name: unsafe { cstr_opt(f.prov_name) },
+        prov_version: f.prov_version,
+        api_version: f.api_version,
+    }
+}
+
 /// Converts a C `fi_info` (hints, or the info given to fi_endpoint & co.).
 /// A connection-request `handle` is resolved to the core object; other handles are ignored.
 ///
@@ -43,85 +141,21 @@ pub unsafe fn from_c(p: *const fi_info) -> FiResult<Info> {
         // SAFETY: handle is a fid (the libfabric contract); only registered ones are dereferenced.
         i.handle = unsafe { super::ep::connreq_lookup(c.handle) };
     }
-    if !c.tx_attr.is_null() {
-        // SAFETY: valid pointer per the contract.
-        let t = unsafe { &*c.tx_attr };
-        i.tx = TxAttr {
-            caps: t.caps,
-            mode: t.mode,
-            op_flags: t.op_flags,
-            msg_order: t.msg_order,
-            comp_order: t.comp_order,
-            inject_size: t.inject_size,
-            size: t.size,
-            iov_limit: t.iov_limit,
-            rma_iov_limit: t.rma_iov_limit,
-            tclass: t.tclass,
-        };
-    }
-    if !c.rx_attr.is_null() {
-        // SAFETY: valid pointer per the contract.
-        let r = unsafe { &*c.rx_attr };
-        i.rx = RxAttr {
-            caps: r.caps,
-            mode: r.mode,
-            op_flags: r.op_flags,
-            msg_order: r.msg_order,
-            comp_order: r.comp_order,
-            total_buffered_recv: r.total_buffered_recv,
-            size: r.size,
-            iov_limit: r.iov_limit,
-        };
-    }
-    if !c.ep_attr.is_null() {
-        // SAFETY: valid pointer per the contract.
-        let e = unsafe { &*c.ep_attr };
-        i.ep = EpAttr {
-            type_: e.type_,
-            protocol: e.protocol,
-            protocol_version: e.protocol_version,
-            max_msg_size: e.max_msg_size,
-            msg_prefix_size: e.msg_prefix_size,
-            max_order_raw_size: e.max_order_raw_size,
-            max_order_war_size: e.max_order_war_size,
-            max_order_waw_size: e.max_order_waw_size,
-            mem_tag_format: e.mem_tag_format,
-            tx_ctx_cnt: e.tx_ctx_cnt,
-            rx_ctx_cnt: e.rx_ctx_cnt,
-            auth_key_size: e.auth_key_size,
-        };
+    // SAFETY: the attribute pointers are NULL or valid per the contract.
+    unsafe {
+        if let Some(t) = c.tx_attr.as_ref() {
+            i.tx = tx_from_c(t);
+        }
+        if let Some(r) = c.rx_attr.as_ref() {
+            i.rx = rx_from_c(r);
+        }
+        if let Some(e) = c.ep_attr.as_ref() {
+            i.ep = ep_from_c(e);
+        }
     }
     if !c.domain_attr.is_null() {
-        // SAFETY: valid pointer per the contract.
-        let d = unsafe { &*c.domain_attr };
-        i.domain = DomainAttr {
-            // SAFETY: name is NULL or a C string.
-            name: unsafe { cstr_opt(d.name) },
-            threading: d.threading,
-            control_progress: d.control_progress,
-            data_progress: d.data_progress,
-            resource_mgmt: d.resource_mgmt,
-            av_type: d.av_type,
-            mr_mode: d.mr_mode,
-            mr_key_size: d.mr_key_size,
-            cq_data_size: d.cq_data_size,
-            cq_cnt: d.cq_cnt,
-            ep_cnt: d.ep_cnt,
-            tx_ctx_cnt: d.tx_ctx_cnt,
-            rx_ctx_cnt: d.rx_ctx_cnt,
-            max_ep_tx_ctx: d.max_ep_tx_ctx,
-            max_ep_rx_ctx: d.max_ep_rx_ctx,
-            max_ep_stx_ctx: d.max_ep_stx_ctx,
-            max_ep_srx_ctx: d.max_ep_srx_ctx,
-            cntr_cnt: d.cntr_cnt,
-            mr_iov_limit: d.mr_iov_limit,
-            caps: d.caps,
-            mode: d.mode,
-            auth_key_size: d.auth_key_size,
-            max_err_data: d.max_err_data,
-            mr_cnt: d.mr_cnt,
-            tclass: d.tclass,
-        };
+        // SAFETY: valid pointer per the contract, its name NULL or a C string.
+        i.domain = unsafe { domain_from_c(&*c.domain_attr) };
     } else {
         // No domain attributes: the caller constrains none of them, mr_mode
         // included (utility providers such as ofi_rxm ask their core provider
@@ -129,16 +163,8 @@ pub unsafe fn from_c(p: *const fi_info) -> FiResult<Info> {
         i.domain.mr_mode = MR_MODE;
     }
     if !c.fabric_attr.is_null() {
-        // SAFETY: valid pointer per the contract.
-        let f = unsafe { &*c.fabric_attr };
-        i.fabric = FabricAttr {
-            // SAFETY: NULL or C strings.
-            name: unsafe { cstr_opt(f.name) },
-            // SAFETY: as above.
-            prov_name: unsafe { cstr_opt(f.prov_name) },
-            prov_version: f.prov_version,
-            api_version: f.api_version,
-        };
+        // SAFETY: valid pointer per the contract, its names NULL or C strings.
+        i.fabric = unsafe { fabric_from_c(&*c.fabric_attr) };
     }
     Ok(i)
 }

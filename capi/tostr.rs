@@ -3,9 +3,11 @@
 //! Exported with libfabric's symbol versions by `core_api.rs`.
 
 use std::cell::RefCell;
-use std::ffi::{c_char, c_void, CStr};
+use std::ffi::{c_char, c_void};
 
 use super::abi::*;
+use super::info::{domain_from_c, ep_from_c, fabric_from_c, rx_from_c, tx_from_c};
+use super::util::cstr_opt;
 use crate::tostr::{self as t, Buf, Kind};
 
 /// Size of `fi_tostr`'s own buffer (libfabric's is 8192 bytes, too).
@@ -22,17 +24,6 @@ thread_local! {
 unsafe fn bytes_at(p: *const c_void, n: usize) -> Vec<u8> {
     // SAFETY: per the contract.
     unsafe { std::slice::from_raw_parts(p as *const u8, n) }.to_vec()
-}
-
-/// # Safety
-/// `p` NULL or a C string.
-unsafe fn cstr(p: *const c_char) -> Option<String> {
-    if p.is_null() {
-        None
-    } else {
-        // SAFETY: per the contract.
-        Some(unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned())
-    }
 }
 
 /// The text `ofi_straddr` gives for an address, `None` if libfabric prints nothing.
@@ -55,103 +46,11 @@ unsafe fn addr_text(format: u32, addr: *const c_void, len: usize) -> Option<Stri
     let bytes = unsafe { bytes_at(addr, need) };
     let text = if format == super::consts::FI_ADDR_STR {
         // SAFETY: FI_ADDR_STR addresses are C strings.
-        unsafe { cstr(addr as *const c_char) }
+        unsafe { cstr_opt(addr as *const c_char) }
     } else {
         None
     };
     t::straddr(format, &bytes, text.as_deref(), addr as usize)
-}
-
-fn tx_view(a: &fi_tx_attr) -> t::TxAttr {
-    t::TxAttr {
-        caps: a.caps,
-        mode: a.mode,
-        op_flags: a.op_flags,
-        msg_order: a.msg_order,
-        comp_order: a.comp_order,
-        inject_size: a.inject_size,
-        size: a.size,
-        iov_limit: a.iov_limit,
-        rma_iov_limit: a.rma_iov_limit,
-        tclass: a.tclass,
-    }
-}
-
-fn rx_view(a: &fi_rx_attr) -> t::RxAttr {
-    t::RxAttr {
-        caps: a.caps,
-        mode: a.mode,
-        op_flags: a.op_flags,
-        msg_order: a.msg_order,
-        comp_order: a.comp_order,
-        total_buffered_recv: a.total_buffered_recv,
-        size: a.size,
-        iov_limit: a.iov_limit,
-    }
-}
-
-fn ep_view(a: &fi_ep_attr) -> t::EpAttr {
-    t::EpAttr {
-        type_: a.type_,
-        protocol: a.protocol,
-        protocol_version: a.protocol_version,
-        max_msg_size: a.max_msg_size,
-        msg_prefix_size: a.msg_prefix_size,
-        max_order_raw_size: a.max_order_raw_size,
-        max_order_war_size: a.max_order_war_size,
-        max_order_waw_size: a.max_order_waw_size,
-        mem_tag_format: a.mem_tag_format,
-        tx_ctx_cnt: a.tx_ctx_cnt,
-        rx_ctx_cnt: a.rx_ctx_cnt,
-        auth_key_size: a.auth_key_size,
-    }
-}
-
-/// # Safety
-/// `a.name` NULL or a C string.
-unsafe fn domain_view(a: &fi_domain_attr) -> t::DomainAttr {
-    t::DomainAttr {
-        domain: a.domain as usize,
-        // SAFETY: per the contract.
-        name: unsafe { cstr(a.name) },
-        threading: a.threading,
-        control_progress: a.control_progress,
-        data_progress: a.data_progress,
-        resource_mgmt: a.resource_mgmt,
-        av_type: a.av_type,
-        mr_mode: a.mr_mode,
-        mr_key_size: a.mr_key_size,
-        cq_data_size: a.cq_data_size,
-        cq_cnt: a.cq_cnt,
-        ep_cnt: a.ep_cnt,
-        tx_ctx_cnt: a.tx_ctx_cnt,
-        rx_ctx_cnt: a.rx_ctx_cnt,
-        max_ep_tx_ctx: a.max_ep_tx_ctx,
-        max_ep_rx_ctx: a.max_ep_rx_ctx,
-        max_ep_stx_ctx: a.max_ep_stx_ctx,
-        max_ep_srx_ctx: a.max_ep_srx_ctx,
-        cntr_cnt: a.cntr_cnt,
-        mr_iov_limit: a.mr_iov_limit,
-        caps: a.caps,
-        mode: a.mode,
-        auth_key_size: a.auth_key_size,
-        max_err_data: a.max_err_data,
-        mr_cnt: a.mr_cnt,
-        tclass: a.tclass,
-    }
-}
-
-/// # Safety
-/// Name pointers NULL or C strings.
-unsafe fn fabric_view(a: &fi_fabric_attr) -> t::FabricAttr {
-    t::FabricAttr {
-        // SAFETY: per the contract.
-        name: unsafe { cstr(a.name) },
-        // SAFETY: as above.
-        prov_name: unsafe { cstr(a.prov_name) },
-        prov_version: a.prov_version,
-        api_version: a.api_version,
-    }
 }
 
 /// `ofi_tostr_fid`: the fid's own `tostr` op if it has one, else `label%p`.
@@ -204,11 +103,12 @@ unsafe fn info(b: &mut Buf, i: &fi_info) {
     unsafe { fid_piece(b, &format!("{pre}handle: "), i.handle) };
     // SAFETY: attribute pointers are NULL or valid (the contract).
     unsafe {
-        t::tx_attr(b, i.tx_attr.as_ref().map(tx_view).as_ref(), pre);
-        t::rx_attr(b, i.rx_attr.as_ref().map(rx_view).as_ref(), pre);
-        t::ep_attr(b, i.ep_attr.as_ref().map(ep_view).as_ref(), pre);
-        t::domain_attr(b, i.domain_attr.as_ref().map(|d| domain_view(d)).as_ref(), pre);
-        t::fabric_attr(b, i.fabric_attr.as_ref().map(|f| fabric_view(f)).as_ref(), pre);
+        t::tx_attr(b, i.tx_attr.as_ref().map(tx_from_c).as_ref(), pre);
+        t::rx_attr(b, i.rx_attr.as_ref().map(rx_from_c).as_ref(), pre);
+        t::ep_attr(b, i.ep_attr.as_ref().map(ep_from_c).as_ref(), pre);
+        let dom = i.domain_attr.as_ref().map(|d| (d.domain as usize, domain_from_c(d)));
+        t::domain_attr(b, dom.as_ref().map(|(p, d)| (*p, d)), pre);
+        t::fabric_attr(b, i.fabric_attr.as_ref().map(|f| fabric_from_c(f)).as_ref(), pre);
         fid_piece(b, &format!("{pre}nic: "), i.nic as *const fid);
     }
 }
@@ -227,11 +127,14 @@ pub unsafe fn format(cap: usize, data: *const c_void, datatype: fi_type) -> Buf 
     unsafe {
         match kind {
             Kind::Info => info(&mut b, &*(data as *const fi_info)),
-            Kind::TxAttr => t::tx_attr(&mut b, Some(&tx_view(&*(data as *const fi_tx_attr))), ""),
-            Kind::RxAttr => t::rx_attr(&mut b, Some(&rx_view(&*(data as *const fi_rx_attr))), ""),
-            Kind::EpAttr => t::ep_attr(&mut b, Some(&ep_view(&*(data as *const fi_ep_attr))), ""),
-            Kind::DomainAttr => t::domain_attr(&mut b, Some(&domain_view(&*(data as *const fi_domain_attr))), ""),
-            Kind::FabricAttr => t::fabric_attr(&mut b, Some(&fabric_view(&*(data as *const fi_fabric_attr))), ""),
+            Kind::TxAttr => t::tx_attr(&mut b, Some(&tx_from_c(&*(data as *const fi_tx_attr))), ""),
+            Kind::RxAttr => t::rx_attr(&mut b, Some(&rx_from_c(&*(data as *const fi_rx_attr))), ""),
+            Kind::EpAttr => t::ep_attr(&mut b, Some(&ep_from_c(&*(data as *const fi_ep_attr))), ""),
+            Kind::DomainAttr => {
+                let d = &*(data as *const fi_domain_attr);
+                t::domain_attr(&mut b, Some((d.domain as usize, &domain_from_c(d))), "")
+            }
+            Kind::FabricAttr => t::fabric_attr(&mut b, Some(&fabric_from_c(&*(data as *const fi_fabric_attr))), ""),
             Kind::Fid => fid_piece(&mut b, "fid: ", data as *const fid),
             k => {
                 // 64-bit flag words are read whole, enums as int (libfabric does the same).

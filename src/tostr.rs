@@ -9,6 +9,7 @@
 //! that truncation so `fi_tostr_r` with a short buffer gives the same bytes.
 
 use crate::capi::consts::*;
+use crate::info::{DomainAttr, EpAttr, FabricAttr, RxAttr, TxAttr};
 
 const TAB: &str = "    ";
 
@@ -439,31 +440,24 @@ fn null_struct(b: &mut Buf, prefix: &str, name: &str) {
     b.cat(&format!("{prefix}{name}: (null)\n"));
 }
 
-/// The plain fields of `struct fi_tx_attr`.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct TxAttr {
-    pub caps: u64,
-    pub mode: u64,
-    pub op_flags: u64,
-    pub msg_order: u64,
-    pub comp_order: u64,
-    pub inject_size: usize,
-    pub size: usize,
-    pub iov_limit: usize,
-    pub rma_iov_limit: usize,
-    pub tclass: u32,
+/// The head `struct fi_tx_attr` and `struct fi_rx_attr` share: the struct's
+/// name line, then caps, mode, op_flags, msg_order and comp_order.
+#[allow(clippy::too_many_arguments)]
+fn tx_rx_head(b: &mut Buf, prefix: &str, name: &str, caps: u64, mode: u64, op_flags: u64, msg_order: u64, comp: u64) {
+    b.cat(&format!("{prefix}{name}:\n"));
+    flags_line(b, prefix, "caps", CAPS, caps);
+    flags_line(b, prefix, "mode", MODE, mode);
+    flags_line(b, prefix, "op_flags", OP_FLAGS, op_flags);
+    flags_line(b, prefix, "msg_order", MSG_ORDER, msg_order);
+    b.cat(&format!("{prefix}{TAB}comp_order: [ "));
+    comp_order(b, comp);
+    b.cat(" ]\n");
 }
 
+/// `struct fi_tx_attr` (its fields as [`TxAttr`] holds them).
 pub fn tx_attr(b: &mut Buf, a: Option<&TxAttr>, prefix: &str) {
     let Some(a) = a else { return null_struct(b, prefix, "fi_tx_attr") };
-    b.cat(&format!("{prefix}fi_tx_attr:\n"));
-    flags_line(b, prefix, "caps", CAPS, a.caps);
-    flags_line(b, prefix, "mode", MODE, a.mode);
-    flags_line(b, prefix, "op_flags", OP_FLAGS, a.op_flags);
-    flags_line(b, prefix, "msg_order", MSG_ORDER, a.msg_order);
-    b.cat(&format!("{prefix}{TAB}comp_order: [ "));
-    comp_order(b, a.comp_order);
-    b.cat(" ]\n");
+    tx_rx_head(b, prefix, "fi_tx_attr", a.caps, a.mode, a.op_flags, a.msg_order, a.comp_order);
     line(b, prefix, "inject_size", &a.inject_size.to_string());
     line(b, prefix, "size", &a.size.to_string());
     line(b, prefix, "iov_limit", &a.iov_limit.to_string());
@@ -471,29 +465,10 @@ pub fn tx_attr(b: &mut Buf, a: Option<&TxAttr>, prefix: &str) {
     line(b, prefix, "tclass", &hex(a.tclass));
 }
 
-/// The plain fields of `struct fi_rx_attr`.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct RxAttr {
-    pub caps: u64,
-    pub mode: u64,
-    pub op_flags: u64,
-    pub msg_order: u64,
-    pub comp_order: u64,
-    pub total_buffered_recv: usize,
-    pub size: usize,
-    pub iov_limit: usize,
-}
-
+/// `struct fi_rx_attr` (its fields as [`RxAttr`] holds them).
 pub fn rx_attr(b: &mut Buf, a: Option<&RxAttr>, prefix: &str) {
     let Some(a) = a else { return null_struct(b, prefix, "fi_rx_attr") };
-    b.cat(&format!("{prefix}fi_rx_attr:\n"));
-    flags_line(b, prefix, "caps", CAPS, a.caps);
-    flags_line(b, prefix, "mode", MODE, a.mode);
-    flags_line(b, prefix, "op_flags", OP_FLAGS, a.op_flags);
-    flags_line(b, prefix, "msg_order", MSG_ORDER, a.msg_order);
-    b.cat(&format!("{prefix}{TAB}comp_order: [ "));
-    comp_order(b, a.comp_order);
-    b.cat(" ]\n");
+    tx_rx_head(b, prefix, "fi_rx_attr", a.caps, a.mode, a.op_flags, a.msg_order, a.comp_order);
     line(b, prefix, "total_buffered_recv", &a.total_buffered_recv.to_string());
     line(b, prefix, "size", &a.size.to_string());
     line(b, prefix, "iov_limit", &a.iov_limit.to_string());
@@ -504,23 +479,6 @@ fn hex(v: u32) -> String {
     format!("0x{v:x}")
 }
 
-/// The plain fields of `struct fi_ep_attr`.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct EpAttr {
-    pub type_: u32,
-    pub protocol: u32,
-    pub protocol_version: u32,
-    pub max_msg_size: usize,
-    pub msg_prefix_size: usize,
-    pub max_order_raw_size: usize,
-    pub max_order_war_size: usize,
-    pub max_order_waw_size: usize,
-    pub mem_tag_format: u64,
-    pub tx_ctx_cnt: usize,
-    pub rx_ctx_cnt: usize,
-    pub auth_key_size: usize,
-}
-
 fn ctx_cnt(v: usize) -> String {
     if v == FI_SHARED_CONTEXT {
         "FI_SHARED_CONTEXT".into()
@@ -529,6 +487,7 @@ fn ctx_cnt(v: usize) -> String {
     }
 }
 
+/// `struct fi_ep_attr` (its fields as [`EpAttr`] holds them; `auth_key` is not printed).
 pub fn ep_attr(b: &mut Buf, a: Option<&EpAttr>, prefix: &str) {
     let Some(a) = a else { return null_struct(b, prefix, "fi_ep_attr") };
     b.cat(&format!("{prefix}fi_ep_attr:\n"));
@@ -546,42 +505,13 @@ pub fn ep_attr(b: &mut Buf, a: Option<&EpAttr>, prefix: &str) {
     line(b, prefix, "auth_key_size", &a.auth_key_size.to_string());
 }
 
-/// The plain fields of `struct fi_domain_attr` (`domain` is the fid pointer's value).
-#[derive(Debug, Clone, Default)]
-pub struct DomainAttr {
-    pub domain: usize,
-    pub name: Option<String>,
-    pub threading: u32,
-    pub control_progress: u32,
-    pub data_progress: u32,
-    pub resource_mgmt: u32,
-    pub av_type: u32,
-    pub mr_mode: i32,
-    pub mr_key_size: usize,
-    pub cq_data_size: usize,
-    pub cq_cnt: usize,
-    pub ep_cnt: usize,
-    pub tx_ctx_cnt: usize,
-    pub rx_ctx_cnt: usize,
-    pub max_ep_tx_ctx: usize,
-    pub max_ep_rx_ctx: usize,
-    pub max_ep_stx_ctx: usize,
-    pub max_ep_srx_ctx: usize,
-    pub cntr_cnt: usize,
-    pub mr_iov_limit: usize,
-    pub caps: u64,
-    pub mode: u64,
-    pub auth_key_size: usize,
-    pub max_err_data: usize,
-    pub mr_cnt: usize,
-    pub tclass: u32,
-}
-
-pub fn domain_attr(b: &mut Buf, a: Option<&DomainAttr>, prefix: &str) {
-    let Some(a) = a else { return null_struct(b, prefix, "fi_domain_attr") };
+/// `struct fi_domain_attr` (its fields as [`DomainAttr`] holds them) whose
+/// `domain` fid pointer has the value `domain`; `auth_key` is not printed.
+pub fn domain_attr(b: &mut Buf, a: Option<(usize, &DomainAttr)>, prefix: &str) {
+    let Some((domain, a)) = a else { return null_struct(b, prefix, "fi_domain_attr") };
     b.cat(&format!("{prefix}fi_domain_attr:\n"));
     // libfabric prints the pointer with "0x%x": its low 32 bits.
-    line(b, prefix, "domain", &hex(a.domain as u32));
+    line(b, prefix, "domain", &hex(domain as u32));
     line(b, prefix, "name", s_or_null(a.name.as_deref()));
     enum_line(b, prefix, "threading", |b| put_enum(b, THREADING, a.threading as i32 as i64));
     enum_line(b, prefix, "control_progress", |b| put_enum(b, PROGRESS, a.control_progress as i32 as i64));
@@ -613,15 +543,7 @@ pub fn domain_attr(b: &mut Buf, a: Option<&DomainAttr>, prefix: &str) {
     line(b, prefix, "tclass", &hex(a.tclass));
 }
 
-/// The plain fields of `struct fi_fabric_attr`.
-#[derive(Debug, Clone, Default)]
-pub struct FabricAttr {
-    pub name: Option<String>,
-    pub prov_name: Option<String>,
-    pub prov_version: u32,
-    pub api_version: u32,
-}
-
+/// `struct fi_fabric_attr` (its fields as [`FabricAttr`] holds them).
 pub fn fabric_attr(b: &mut Buf, a: Option<&FabricAttr>, prefix: &str) {
     let Some(a) = a else { return null_struct(b, prefix, "fi_fabric_attr") };
     b.cat(&format!("{prefix}fi_fabric_attr:\n"));
