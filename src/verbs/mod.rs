@@ -678,12 +678,7 @@ impl Qp {
 
     /// Posts one receive work request. `Err(ENOMEM)` means the queue is full.
     pub fn post_recv(&self, wr_id: u64, sges: &[Iov]) -> Result<(), Errno> {
-        let mut wr = ffi::ibv_recv_wr {
-            wr_id,
-            next: std::ptr::null_mut(),
-            sg_list: sges.as_ptr() as *mut ffi::ibv_sge,
-            num_sge: sges.len() as i32,
-        };
+        let mut wr = recv_wr(wr_id, sges);
         let mut bad: *mut ffi::ibv_recv_wr = std::ptr::null_mut();
         // SAFETY: valid QP; `wr` and the SGE array outlive the call (copied by the driver).
         check(unsafe { ffi::ibv_post_recv(self.ptr.as_ptr(), &mut wr, &mut bad) })
@@ -696,6 +691,16 @@ impl Qp {
         a.qp_state = ffi::ibv_qp_state::IBV_QPS_ERR;
         // SAFETY: valid QP and attribute struct.
         check(unsafe { ffi::ibv_modify_qp(self.ptr.as_ptr(), &mut a, ffi::ibv_qp_attr_mask::IBV_QP_STATE.0 as i32) })
+    }
+}
+
+/// One receive work request over `sges` (no chaining), for a QP's or an SRQ's receive queue.
+fn recv_wr(wr_id: u64, sges: &[Iov]) -> ffi::ibv_recv_wr {
+    ffi::ibv_recv_wr {
+        wr_id,
+        next: std::ptr::null_mut(),
+        sg_list: sges.as_ptr() as *mut ffi::ibv_sge,
+        num_sge: sges.len() as i32,
     }
 }
 
@@ -732,12 +737,7 @@ impl Pd {
 impl Srq {
     /// Posts one receive work request. `Err(ENOMEM)` means the queue is full.
     pub fn post_recv(&self, wr_id: u64, sges: &[Iov]) -> Result<(), Errno> {
-        let mut wr = ffi::ibv_recv_wr {
-            wr_id,
-            next: std::ptr::null_mut(),
-            sg_list: sges.as_ptr() as *mut ffi::ibv_sge,
-            num_sge: sges.len() as i32,
-        };
+        let mut wr = recv_wr(wr_id, sges);
         let mut bad: *mut ffi::ibv_recv_wr = std::ptr::null_mut();
         // SAFETY: valid SRQ; `wr` and the SGE array outlive the call (copied by the
         // driver); the SGEs were built under Iov::new's contract.
