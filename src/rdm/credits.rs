@@ -186,7 +186,7 @@ impl<M> PeerFlow<M> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::super::proto::tests::Rng;
     use super::super::srq::{Arrival, Bank};
     use super::*;
@@ -313,8 +313,10 @@ mod tests {
 
     // ---- Two-peer simulation -------------------------------------------------
 
+    /// A simulated application message (the hub-and-spokes simulation in
+    /// `srq.rs` sends the same ones).
     #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-    enum App {
+    pub(in crate::rdm) enum App {
         Eager(u64),
         Rts(u64),
         /// Answer to the peer's RTS with this sequence number.

@@ -370,6 +370,7 @@ impl<K: Copy + Eq + Hash> Bank<K> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::credits::tests::App;
     use super::super::credits::{Outgoing, PeerFlow};
     use super::super::proto::tests::Rng;
     use super::*;
@@ -479,13 +480,6 @@ mod tests {
     }
 
     // ---- Hub-and-spokes simulation -------------------------------------------
-
-    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-    enum App {
-        Eager(u64),
-        Rts(u64),
-        Fin(u64),
-    }
 
     #[derive(Debug, Clone, Copy)]
     struct Wire {
