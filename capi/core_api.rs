@@ -159,6 +159,24 @@ unsafe fn dup_prefix<T>(src: *const T, n: usize) -> Result<*mut T, ()> {
     Ok(d)
 }
 
+/// Sets `*slot` to a C-heap copy of the whole attribute struct at `src` (NULL
+/// stays NULL), then lets `deep` replace the pointers the copy shares with
+/// `src` by copies of their own. `deep` clears every such pointer before it
+/// allocates, so that when it fails the caller's cleanup (which frees what the
+/// copy points to) frees nothing of `src`.
+///
+/// # Safety
+/// `src` NULL or a valid `T`.
+unsafe fn dup_attr<T>(slot: &mut *mut T, src: *const T, deep: impl FnOnce(&mut T, &T) -> Result<(), ()>) -> Result<(), ()> {
+    // SAFETY: per the contract.
+    *slot = unsafe { dup_prefix(src, size_of::<T>()) }?;
+    if slot.is_null() {
+        return Ok(());
+    }
+    // SAFETY: *slot is our fresh copy of `src`, which is therefore non-NULL and valid.
+    unsafe { deep(&mut **slot, &*src) }
+}
+
 /// # Safety
 /// `p` NULL or `n` readable bytes.
 unsafe fn dup_bytes(p: *const c_void, n: usize) -> Result<*mut c_void, ()> {
@@ -217,30 +235,23 @@ unsafe fn dupinfo_deep(src: *const fi_info) -> *mut fi_info {
             dd.dest_addr = dup_bytes(s.dest_addr, s.dest_addrlen)?;
             dd.tx_attr = dup_prefix(s.tx_attr, size_of::<fi_tx_attr>())?;
             dd.rx_attr = dup_prefix(s.rx_attr, size_of::<fi_rx_attr>())?;
-            dd.ep_attr = dup_prefix(s.ep_attr, size_of::<fi_ep_attr>())?;
-            if !dd.ep_attr.is_null() {
-                let e = &mut *dd.ep_attr;
+            dup_attr(&mut dd.ep_attr, s.ep_attr, |e, o| {
                 e.auth_key = std::ptr::null_mut();
-                e.auth_key = dup_bytes((*s.ep_attr).auth_key as *const c_void, e.auth_key_size)? as *mut u8;
-            }
-            dd.domain_attr = dup_prefix(s.domain_attr, size_of::<fi_domain_attr>())?;
-            if !dd.domain_attr.is_null() {
-                let x = &mut *dd.domain_attr;
-                let o = &*s.domain_attr;
-                x.name = std::ptr::null_mut();
-                x.auth_key = std::ptr::null_mut();
+                e.auth_key = dup_bytes(o.auth_key as *const c_void, o.auth_key_size)? as *mut u8;
+                Ok(())
+            })?;
+            dup_attr(&mut dd.domain_attr, s.domain_attr, |x, o| {
+                (x.name, x.auth_key) = (std::ptr::null_mut(), std::ptr::null_mut());
                 x.name = dup_str(o.name)?;
                 x.auth_key = dup_bytes(o.auth_key as *const c_void, o.auth_key_size)? as *mut u8;
-            }
-            dd.fabric_attr = dup_prefix(s.fabric_attr, size_of::<fi_fabric_attr>())?;
-            if !dd.fabric_attr.is_null() {
-                let x = &mut *dd.fabric_attr;
-                let o = &*s.fabric_attr;
-                x.name = std::ptr::null_mut();
-                x.prov_name = std::ptr::null_mut();
+                Ok(())
+            })?;
+            dup_attr(&mut dd.fabric_attr, s.fabric_attr, |x, o| {
+                (x.name, x.prov_name) = (std::ptr::null_mut(), std::ptr::null_mut());
                 x.name = dup_str(o.name)?;
                 x.prov_name = dup_str(o.prov_name)?;
-            }
+                Ok(())
+            })?;
             if !s.nic.is_null() {
                 // As libfabric: the nic duplicates itself (fi_control(FI_DUP)).
                 let nic = s.nic as *mut fid;
