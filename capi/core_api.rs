@@ -490,16 +490,9 @@ pub unsafe fn getinfo_direct(
     Ok(0)
 }
 
-unsafe extern "C" fn core_getinfo(
-    version: u32,
-    node: *const c_char,
-    service: *const c_char,
-    flags: u64,
-    hints: *const fi_info,
-    info: *mut *mut fi_info,
-) -> c_int {
+unsafe extern "C" fn core_getinfo(v: u32, n: *const c_char, s: *const c_char, f: u64, h: *const fi_info, i: *mut *mut fi_info) -> c_int {
     // SAFETY: the application's fi_getinfo arguments.
-    guard("fi_getinfo", || unsafe { getinfo_direct(version, node, service, flags, hints, info) })
+    guard("fi_getinfo", || unsafe { getinfo_direct(v, n, s, f, h, i) })
 }
 
 /// fi_getinfo of an old ABI: hints converted to today's layout (results are

@@ -122,16 +122,9 @@ pub unsafe fn getinfo_common(
     Ok(0)
 }
 
-unsafe extern "C" fn prov_getinfo(
-    version: u32,
-    node: *const c_char,
-    service: *const c_char,
-    flags: u64,
-    hints: *const fi_info,
-    info: *mut *mut fi_info,
-) -> c_int {
+unsafe extern "C" fn prov_getinfo(v: u32, n: *const c_char, s: *const c_char, f: u64, h: *const fi_info, i: *mut *mut fi_info) -> c_int {
     // SAFETY: the libfabric core passes fi_getinfo's arguments through.
-    guard("getinfo", || unsafe { getinfo_common(version, node, service, flags, hints, info, false) })
+    guard("getinfo", || unsafe { getinfo_common(v, n, s, f, h, i, false) })
 }
 
 unsafe extern "C" fn prov_cleanup() {}
