@@ -83,14 +83,8 @@ unsafe fn av<'a>(p: *mut fid_av) -> FiResult<&'a AvObj> {
 }
 
 unsafe extern "C" fn av_close(f: *mut fid) -> c_int {
-    guard("fi_close(av)", || {
-        // SAFETY: f is a fid per the API.
-        let o = unsafe { obj::<AvObj>(f) }?;
-        o.inner.close()?;
-        // SAFETY: validated, freed once.
-        unsafe { free_c(f as *mut AvObj) };
-        Ok(0)
-    })
+    // SAFETY: f is a fid per the API.
+    guard("fi_close(av)", || unsafe { close_obj::<AvObj>(f, |o| o.inner.close()) })
 }
 
 unsafe extern "C" fn av_bind(f: *mut fid, bfid: *mut fid, _flags: u64) -> c_int {

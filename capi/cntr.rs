@@ -83,14 +83,8 @@ pub unsafe extern "C" fn cntr_open(domain: *mut fid_domain, attr: *mut fi_cntr_a
 }
 
 unsafe extern "C" fn cntr_close(f: *mut fid) -> c_int {
-    guard("fi_close(cntr)", || {
-        // SAFETY: f is a fid per the API.
-        let o = unsafe { obj::<CntrObj>(f) }?;
-        o.inner.close()?;
-        // SAFETY: validated, freed once.
-        unsafe { free_c(f as *mut CntrObj) };
-        Ok(0)
-    })
+    // SAFETY: f is a fid per the API.
+    guard("fi_close(cntr)", || unsafe { close_obj::<CntrObj>(f, |o| o.inner.close()) })
 }
 
 unsafe extern "C" fn cntr_control(f: *mut fid, command: c_int, arg: *mut c_void) -> c_int {

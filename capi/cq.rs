@@ -89,14 +89,8 @@ pub unsafe extern "C" fn cq_open(domain: *mut fid_domain, attr: *mut fi_cq_attr,
 }
 
 unsafe extern "C" fn cq_close(f: *mut fid) -> c_int {
-    guard("fi_close(cq)", || {
-        // SAFETY: f is a fid per the API.
-        let o = unsafe { obj::<CqObj>(f) }?;
-        o.inner.close()?;
-        // SAFETY: validated, freed once.
-        unsafe { free_c(f as *mut CqObj) };
-        Ok(0)
-    })
+    // SAFETY: f is a fid per the API.
+    guard("fi_close(cq)", || unsafe { close_obj::<CqObj>(f, |o| o.inner.close()) })
 }
 
 unsafe extern "C" fn cq_control(f: *mut fid, command: c_int, arg: *mut c_void) -> c_int {

@@ -98,14 +98,8 @@ pub unsafe extern "C" fn domain_open2(
 }
 
 unsafe extern "C" fn domain_close(f: *mut fid) -> c_int {
-    guard("fi_close(domain)", || {
-        // SAFETY: f is a fid per the API.
-        let o = unsafe { obj::<DomainObj>(f) }?;
-        o.inner.refs.check_idle("domain")?;
-        // SAFETY: validated, freed once.
-        unsafe { free_c(f as *mut DomainObj) };
-        Ok(0)
-    })
+    // SAFETY: f is a fid per the API.
+    guard("fi_close(domain)", || unsafe { close_obj::<DomainObj>(f, |o| o.inner.refs.check_idle("domain")) })
 }
 
 macro_rules! domain_nosys {
@@ -269,11 +263,6 @@ unsafe extern "C" fn mr_regattr(dom: *mut fid, attr: *const fi_mr_attr, flags: u
 }
 
 unsafe extern "C" fn mr_close(f: *mut fid) -> c_int {
-    guard("fi_close(mr)", || {
-        // SAFETY: f is a fid per the API.
-        unsafe { obj::<MrObj>(f) }?;
-        // SAFETY: validated, freed once (deregisters the memory).
-        unsafe { free_c(f as *mut MrObj) };
-        Ok(0)
-    })
+    // SAFETY: f is a fid per the API. An MR never refuses; freeing it deregisters the memory.
+    guard("fi_close(mr)", || unsafe { close_obj::<MrObj>(f, |_| Ok(())) })
 }

@@ -229,14 +229,8 @@ unsafe fn ep<'a>(p: *mut fid_ep) -> FiResult<&'a EpObj> {
 }
 
 unsafe extern "C" fn ep_close(f: *mut fid) -> c_int {
-    guard("fi_close(ep)", || {
-        // SAFETY: f is a fid per the API.
-        let o = unsafe { obj::<EpObj>(f) }?;
-        o.inner.close()?;
-        // SAFETY: validated, freed once.
-        unsafe { free_c(f as *mut EpObj) };
-        Ok(0)
-    })
+    // SAFETY: f is a fid per the API.
+    guard("fi_close(ep)", || unsafe { close_obj::<EpObj>(f, |o| o.inner.close()) })
 }
 
 unsafe extern "C" fn ep_bind(f: *mut fid, bfid: *mut fid, flags: u64) -> c_int {
@@ -1077,14 +1071,8 @@ unsafe fn pep<'a>(p: *mut fid_pep) -> FiResult<&'a PepObj> {
 }
 
 unsafe extern "C" fn pep_close(f: *mut fid) -> c_int {
-    guard("fi_close(pep)", || {
-        // SAFETY: f is a fid per the API.
-        let o = unsafe { obj::<PepObj>(f) }?;
-        o.inner.close()?;
-        // SAFETY: validated, freed once.
-        unsafe { free_c(f as *mut PepObj) };
-        Ok(0)
-    })
+    // SAFETY: f is a fid per the API.
+    guard("fi_close(pep)", || unsafe { close_obj::<PepObj>(f, |o| o.inner.close()) })
 }
 
 unsafe extern "C" fn pep_bind(f: *mut fid, bfid: *mut fid, flags: u64) -> c_int {

@@ -77,14 +77,8 @@ pub unsafe extern "C" fn eq_open(fabric: *mut fid_fabric, attr: *mut fi_eq_attr,
 }
 
 unsafe extern "C" fn eq_close(f: *mut fid) -> c_int {
-    guard("fi_close(eq)", || {
-        // SAFETY: f is a fid per the API.
-        let o = unsafe { obj::<EqObj>(f) }?;
-        o.inner.close()?;
-        // SAFETY: validated, freed once.
-        unsafe { free_c(f as *mut EqObj) };
-        Ok(0)
-    })
+    // SAFETY: f is a fid per the API.
+    guard("fi_close(eq)", || unsafe { close_obj::<EqObj>(f, |o| o.inner.close()) })
 }
 
 /// `fi_control(FI_GETWAIT / FI_GETWAITOBJ)`, shared with CQs.

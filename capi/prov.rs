@@ -197,14 +197,8 @@ unsafe extern "C" fn prov_fabric(attr: *mut fi_fabric_attr, fabric: *mut *mut fi
 }
 
 unsafe extern "C" fn fabric_close(f: *mut fid) -> c_int {
-    guard("fi_close(fabric)", || {
-        // SAFETY: f is a fid per the API.
-        let o = unsafe { obj::<FabricObj>(f) }?;
-        o.inner.refs.check_idle("fabric")?;
-        // SAFETY: validated as our live FabricObj; freed once.
-        unsafe { free_c(f as *mut FabricObj) };
-        Ok(0)
-    })
+    // SAFETY: f is a fid per the API.
+    guard("fi_close(fabric)", || unsafe { close_obj::<FabricObj>(f, |o| o.inner.refs.check_idle("fabric")) })
 }
 
 unsafe extern "C" fn fabric_trywait(fabric: *mut fid_fabric, fids: *mut *mut fid, count: c_int) -> c_int {

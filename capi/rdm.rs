@@ -137,14 +137,8 @@ pub(crate) unsafe fn ep<'a>(p: *mut fid_ep) -> FiResult<&'a RdmEpObj> {
 }
 
 unsafe extern "C" fn rdm_close(f: *mut fid) -> c_int {
-    guard("fi_close(rdm ep)", || {
-        // SAFETY: f is a fid per the API.
-        let o = unsafe { obj::<RdmEpObj>(f) }?;
-        o.inner.close()?;
-        // SAFETY: validated, freed once.
-        unsafe { free_c(f as *mut RdmEpObj) };
-        Ok(0)
-    })
+    // SAFETY: f is a fid per the API.
+    guard("fi_close(rdm ep)", || unsafe { close_obj::<RdmEpObj>(f, |o| o.inner.close()) })
 }
 
 unsafe extern "C" fn rdm_bind(f: *mut fid, bfid: *mut fid, flags: u64) -> c_int {

@@ -101,6 +101,23 @@ pub unsafe fn free_c<T>(p: *mut T) {
     drop(unsafe { Box::from_raw(p) });
 }
 
+/// `fi_close` of one of our objects: validates `f` as a `T`, runs `close` (which
+/// may refuse, e.g. a domain still in use, and then nothing is freed), then
+/// frees the object (dropping it releases what it holds).
+///
+/// # Safety
+/// `f` NULL or a readable fid (the libfabric contract for every fid argument);
+/// after a successful close the application no longer uses it.
+pub unsafe fn close_obj<T: FiObject>(f: *mut fid, close: impl FnOnce(&T) -> FiResult<()>) -> FiResult<c_int> {
+    // SAFETY: per the contract.
+    let o = unsafe { obj::<T>(f) }?;
+    close(o)?;
+    // SAFETY: validated as our live T (from into_c), freed once: the application
+    // does not use a closed fid.
+    unsafe { free_c(f as *mut T) };
+    Ok(0)
+}
+
 /// A C string argument (may be NULL).
 ///
 /// # Safety

@@ -63,14 +63,8 @@ pub unsafe extern "C" fn wait_open(fabric: *mut fid_fabric, attr: *mut fi_wait_a
 }
 
 unsafe extern "C" fn wait_close(f: *mut fid) -> c_int {
-    guard("fi_close(wait set)", || {
-        // SAFETY: f is a fid per the API.
-        let o = unsafe { obj::<WaitObj>(f) }?;
-        o.inner.close()?;
-        // SAFETY: validated, freed once.
-        unsafe { free_c(f as *mut WaitObj) };
-        Ok(0)
-    })
+    // SAFETY: f is a fid per the API.
+    guard("fi_close(wait set)", || unsafe { close_obj::<WaitObj>(f, |o| o.inner.close()) })
 }
 
 unsafe extern "C" fn wait_control(f: *mut fid, command: c_int, arg: *mut c_void) -> c_int {
@@ -146,14 +140,8 @@ pub unsafe extern "C" fn poll_open(domain: *mut fid_domain, attr: *mut fi_poll_a
 }
 
 unsafe extern "C" fn poll_close(f: *mut fid) -> c_int {
-    guard("fi_close(poll set)", || {
-        // SAFETY: f is a fid per the API.
-        let o = unsafe { obj::<PollObj>(f) }?;
-        o.inner.close()?;
-        // SAFETY: validated, freed once.
-        unsafe { free_c(f as *mut PollObj) };
-        Ok(0)
-    })
+    // SAFETY: f is a fid per the API.
+    guard("fi_close(poll set)", || unsafe { close_obj::<PollObj>(f, |o| o.inner.close()) })
 }
 
 unsafe extern "C" fn poll_add(ps: *mut fid_poll, event_fid: *mut fid, flags: u64) -> c_int {
