@@ -262,17 +262,9 @@ unsafe extern "C" fn ep_control(f: *mut fid, command: c_int, arg: *mut c_void) -
         match command {
             FI_ENABLE => o.inner.enable().map(|_| 0),
             FI_GETOPSFLAG | FI_SETOPSFLAG => {
-                let p = nonnull(arg as *mut u64, "fi_control: flags argument")?;
-                // SAFETY: a u64 per fi_control(3).
-                let v = unsafe { *p };
-                let tx = v & FI_TRANSMIT != 0;
-                let rx = v & FI_RECV != 0;
-                if tx == rx {
-                    return crate::fail!(FiError::INVAL, "fi_control: give exactly one of FI_TRANSMIT/FI_RECV");
-                }
-                let bits = v & !(FI_TRANSMIT | FI_RECV);
-                if command == FI_SETOPSFLAG {
-                    if rx && bits & FI_MULTI_RECV != 0 {
+                let get = |tx: bool| if tx { o.inner.tx_op_flags() } else { o.inner.rx_op_flags() };
+                let set = |tx: bool, bits: u64| {
+                    if !tx && bits & FI_MULTI_RECV != 0 {
                         return crate::fail!(FiError::OPNOTSUPP, "FI_SETOPSFLAG: FI_MULTI_RECV is not supported on MSG endpoints");
                     }
                     let allowed = if tx { MSG_TX_FLAGS } else { MSG_RX_FLAGS };
@@ -284,16 +276,45 @@ unsafe extern "C" fn ep_control(f: *mut fid, command: c_int, arg: *mut c_void) -
                     } else {
                         o.inner.set_rx_op_flags(bits)
                     }
-                } else {
-                    let cur = if tx { o.inner.tx_op_flags() } else { o.inner.rx_op_flags() };
-                    // SAFETY: as above.
-                    unsafe { *p = cur | (v & (FI_TRANSMIT | FI_RECV)) };
-                }
-                Ok(0)
+                    Ok(())
+                };
+                // SAFETY: arg per fi_control(3).
+                unsafe { ops_flag_control(command, arg, get, set) }
             }
             c => crate::fail!(FiError::NOSYS, "fi_control(ep): command {c} not supported"),
         }
     })
+}
+
+/// `fi_control(FI_GETOPSFLAG | FI_SETOPSFLAG, arg)` of an endpoint (MSG or RDM):
+/// `arg` is a u64 that names exactly one of FI_TRANSMIT (`tx` true) and
+/// FI_RECV; `get(tx)` reads that side's op flags, `set(tx, bits)` vets and
+/// replaces them.
+///
+/// # Safety
+/// `arg` NULL or a readable and writable u64 (fi_control(3)).
+pub(crate) unsafe fn ops_flag_control(
+    command: c_int,
+    arg: *mut c_void,
+    get: impl FnOnce(bool) -> u64,
+    set: impl FnOnce(bool, u64) -> FiResult<()>,
+) -> FiResult<c_int> {
+    let p = nonnull(arg as *mut u64, "fi_control: flags argument")?;
+    // SAFETY: a u64 per the contract.
+    let v = unsafe { *p };
+    let tx = v & FI_TRANSMIT != 0;
+    let rx = v & FI_RECV != 0;
+    if tx == rx {
+        return crate::fail!(FiError::INVAL, "fi_control: give exactly one of FI_TRANSMIT/FI_RECV");
+    }
+    let bits = v & !(FI_TRANSMIT | FI_RECV);
+    if command == FI_SETOPSFLAG {
+        set(tx, bits)?;
+    } else {
+        // SAFETY: as above.
+        unsafe { *p = get(tx) | (v & (FI_TRANSMIT | FI_RECV)) };
+    }
+    Ok(0)
 }
 
 unsafe extern "C" fn ep_cancel(f: fid_t, _context: *mut c_void) -> isize {
@@ -472,7 +493,8 @@ unsafe extern "C" fn ep_join(_e: *mut fid_ep, _a: *const c_void, _f: u64, _mc: *
 
 // ---- data path ----
 
-const MAX_IOV: usize = 32;
+/// Buffers one operation may name (MSG and RDM endpoints alike).
+pub(crate) const MAX_IOV: usize = 32;
 
 /// Local buffers of one operation, converted from C under the fi_msg(3) contract.
 struct Iovs {
@@ -489,6 +511,31 @@ impl Iovs {
     }
 }
 
+/// The `i`th buffer of an operation as a verbs SGE, with its descriptor (0 for
+/// none) and whether that descriptor gave a key (an empty buffer needs none).
+/// Shared with RDM endpoints (`rdm::bufs`).
+///
+/// # Safety
+/// `desc` must be NULL or hold more than `i` descriptors; the buffer must stay
+/// valid for the operation (fi_msg(3)).
+pub(crate) unsafe fn sge(i: usize, addr: u64, len: usize, desc: Option<*mut *mut c_void>) -> FiResult<(Iov, u64, bool)> {
+    if len > u32::MAX as usize {
+        return crate::fail!(FiError::MSGSIZE, "buffer of {len} bytes exceeds a verbs SGE");
+    }
+    if addr == 0 && len > 0 {
+        return crate::fail!(FiError::INVAL, "NULL buffer with length {len}");
+    }
+    let d = match desc {
+        // SAFETY: desc holds more than i entries per the contract.
+        Some(p) if !p.is_null() => (unsafe { *p.add(i) }) as u64,
+        _ => 0,
+    };
+    let key = desc_lkey(d)?;
+    // SAFETY: the application's buffer, valid for the operation per fi_msg(3).
+    let iov = unsafe { Iov::new(addr, len as u32, key.unwrap_or(0)) };
+    Ok((iov, d, key.is_some() || len == 0))
+}
+
 /// # Safety
 /// `desc` must be NULL or hold `count` descriptors; the buffers must stay
 /// valid for the operation (fi_msg(3)); for inline sends, readable now.
@@ -498,23 +545,10 @@ unsafe fn iovs(bufs: &[(u64, usize)], desc: Option<*mut *mut c_void>) -> FiResul
     }
     let mut out = Iovs { v: [std::mem::MaybeUninit::uninit(); MAX_IOV], n: bufs.len(), total: 0, descs_ok: true };
     for (i, &(addr, len)) in bufs.iter().enumerate() {
-        if len > u32::MAX as usize {
-            return crate::fail!(FiError::MSGSIZE, "buffer of {len} bytes exceeds a verbs SGE");
-        }
-        if addr == 0 && len > 0 {
-            return crate::fail!(FiError::INVAL, "NULL buffer with length {len}");
-        }
-        let d = match desc {
-            // SAFETY: desc holds bufs.len() entries per the contract.
-            Some(p) if !p.is_null() => (unsafe { *p.add(i) }) as u64,
-            _ => 0,
-        };
-        let key = desc_lkey(d)?;
-        if key.is_none() && len > 0 {
-            out.descs_ok = false;
-        }
-        // SAFETY: the application's buffer, valid for the operation per fi_msg(3).
-        out.v[i] = std::mem::MaybeUninit::new(unsafe { Iov::new(addr, len as u32, key.unwrap_or(0)) });
+        // SAFETY: desc holds bufs.len() entries; the buffers are valid (both per the contract).
+        let (iov, _, keyed) = unsafe { sge(i, addr, len, desc) }?;
+        out.descs_ok &= keyed;
+        out.v[i] = std::mem::MaybeUninit::new(iov);
         out.total += len;
     }
     Ok(out)
@@ -522,7 +556,7 @@ unsafe fn iovs(bufs: &[(u64, usize)], desc: Option<*mut *mut c_void>) -> FiResul
 
 /// # Safety
 /// `iov` must hold `count` iovecs.
-unsafe fn iovec_list(iov: *const libc::iovec, count: usize) -> FiResult<Vec<(u64, usize)>> {
+pub(crate) unsafe fn iovec_list(iov: *const libc::iovec, count: usize) -> FiResult<Vec<(u64, usize)>> {
     if count == 0 {
         return Ok(Vec::new());
     }

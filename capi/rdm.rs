@@ -10,8 +10,8 @@ use super::consts::*;
 use super::cq::CqObj;
 use super::domain::DomainObj;
 use super::prov::ops_open_nosys;
+use super::ep::{iovec_list, ops_flag_control, sge, MAX_IOV};
 use super::util::*;
-use crate::ep::desc_lkey;
 use crate::error::{FiError, FiResult};
 use crate::info::Info;
 use crate::rdm::ep::{RdmEp, RecvReq, RmaReq, SendReq};
@@ -172,27 +172,17 @@ unsafe extern "C" fn rdm_control(f: *mut fid, command: c_int, arg: *mut c_void) 
         match command {
             FI_ENABLE => o.inner.enable().map(|_| 0),
             FI_GETOPSFLAG | FI_SETOPSFLAG => {
-                let p = nonnull(arg as *mut u64, "fi_control: flags argument")?;
-                // SAFETY: a u64 per fi_control(3).
-                let v = unsafe { *p };
-                let tx = v & FI_TRANSMIT != 0;
-                let rx = v & FI_RECV != 0;
-                if tx == rx {
-                    return crate::fail!(FiError::INVAL, "fi_control: give exactly one of FI_TRANSMIT/FI_RECV");
-                }
-                let bits = v & !(FI_TRANSMIT | FI_RECV);
-                if command == FI_SETOPSFLAG {
+                let get = |tx: bool| if tx { o.inner.tx_op_flags() } else { o.inner.rx_op_flags() };
+                let set = |tx: bool, bits: u64| {
                     if tx {
                         o.inner.set_tx_op_flags(bits)
                     } else {
                         o.inner.set_rx_op_flags(bits)
                     }
-                } else {
-                    let cur = if tx { o.inner.tx_op_flags() } else { o.inner.rx_op_flags() };
-                    // SAFETY: as above.
-                    unsafe { *p = cur | (v & (FI_TRANSMIT | FI_RECV)) };
-                }
-                Ok(0)
+                    Ok(())
+                };
+                // SAFETY: arg per fi_control(3).
+                unsafe { ops_flag_control(command, arg, get, set) }
             }
             c => crate::fail!(FiError::NOSYS, "fi_control(rdm ep): command {c} not supported"),
         }
@@ -320,8 +310,6 @@ unsafe extern "C" fn rdm_join(_e: *mut fid_ep, _a: *const c_void, _f: u64, _mc: 
 
 // ---- buffers ----
 
-const MAX_IOV: usize = 32;
-
 /// The application's buffers of one operation.
 pub(crate) struct Bufs {
     pub iov: Vec<Iov>,
@@ -339,43 +327,13 @@ pub(crate) unsafe fn bufs(bufs: &[(u64, usize)], desc: Option<*mut *mut c_void>)
     }
     let mut out = Bufs { iov: Vec::with_capacity(bufs.len()), descs: Vec::with_capacity(bufs.len()), descs_ok: true };
     for (i, &(addr, len)) in bufs.iter().enumerate() {
-        if len > u32::MAX as usize {
-            return crate::fail!(FiError::MSGSIZE, "buffer of {len} bytes exceeds a verbs SGE");
-        }
-        if addr == 0 && len > 0 {
-            return crate::fail!(FiError::INVAL, "NULL buffer with length {len}");
-        }
-        let d = match desc {
-            // SAFETY: desc holds bufs.len() entries per the contract.
-            Some(p) if !p.is_null() => (unsafe { *p.add(i) }) as u64,
-            _ => 0,
-        };
-        let key = desc_lkey(d)?;
-        if key.is_none() && len > 0 {
-            out.descs_ok = false;
-        }
-        // SAFETY: the application's buffer, valid for the operation per fi_msg(3).
-        out.iov.push(unsafe { Iov::new(addr, len as u32, key.unwrap_or(0)) });
+        // SAFETY: desc holds bufs.len() entries; the buffers are valid (both per the contract).
+        let (iov, d, keyed) = unsafe { sge(i, addr, len, desc) }?;
+        out.descs_ok &= keyed;
+        out.iov.push(iov);
         out.descs.push(d);
     }
     Ok(out)
-}
-
-/// # Safety
-/// `iov` must hold `count` iovecs.
-pub(crate) unsafe fn iovec_list(iov: *const libc::iovec, count: usize) -> FiResult<Vec<(u64, usize)>> {
-    if count == 0 {
-        return Ok(Vec::new());
-    }
-    if iov.is_null() {
-        return crate::fail!(FiError::INVAL, "iov array is NULL with count {count}");
-    }
-    if count > MAX_IOV {
-        return crate::fail!(FiError::INVAL, "{count} iovs exceed the limit of {MAX_IOV}");
-    }
-    // SAFETY: the caller passes `count` iovecs.
-    let s = unsafe { std::slice::from_raw_parts(iov, count) };
-    Ok(s.iter().map(|v| (v.iov_base as u64, v.iov_len)).collect())
 }
 
 const TX_FLAGS: u64 =
