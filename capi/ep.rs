@@ -775,7 +775,8 @@ unsafe fn do_rma(
     Ok(0)
 }
 
-fn rma1(addr: u64, len: usize, key: u64) -> [fi_rma_iov; 1] {
+/// One remote buffer (MSG and RDM endpoints alike).
+pub(crate) fn rma1(addr: u64, len: usize, key: u64) -> [fi_rma_iov; 1] {
     [fi_rma_iov { addr, len, key }]
 }
 
@@ -847,15 +848,29 @@ const RMA_FLAGS: u64 = FI_COMPLETION
     | FI_MORE
     | FI_FENCE;
 
-unsafe fn rma_msg(e: *mut fid_ep, msg: *const fi_msg_rma, flags: u64, read: bool) -> FiResult<isize> {
+/// An `fi_msg_rma` read and checked: the message, its local buffers, its
+/// remote ones and (for a write with FI_REMOTE_CQ_DATA) the immediate data.
+pub(crate) struct RmaMsg<'a> {
+    pub m: &'a fi_msg_rma,
+    pub bufs: Vec<(u64, usize)>,
+    pub rma: &'a [fi_rma_iov],
+    pub data: Option<u64>,
+}
+
+/// `fi_readmsg`/`fi_writemsg`'s argument checks, shared with RDM endpoints:
+/// `flags` must lie within `allowed`.
+///
+/// # Safety
+/// `msg` NULL or valid per fi_rma(3) for the operation's duration.
+pub(crate) unsafe fn rma_msg_parts<'a>(msg: *const fi_msg_rma, flags: u64, read: bool, allowed: u64) -> FiResult<RmaMsg<'a>> {
     let msg = nonnull(msg as *mut fi_msg_rma, "RMA msg")?;
-    if flags & !RMA_FLAGS != 0 {
-        return crate::fail!(FiError::BADFLAGS, "RMA msg: unsupported flags {:#x}", flags & !RMA_FLAGS);
+    if flags & !allowed != 0 {
+        return crate::fail!(FiError::BADFLAGS, "RMA msg: unsupported flags {:#x}", flags & !allowed);
     }
     // SAFETY: checked non-NULL; valid per fi_rma(3).
     let m = unsafe { &*msg };
     // SAFETY: as above.
-    let b = unsafe { iovec_list(m.msg_iov, m.iov_count) }?;
+    let bufs = unsafe { iovec_list(m.msg_iov, m.iov_count) }?;
     if m.rma_iov_count > 0 && m.rma_iov.is_null() {
         return crate::fail!(FiError::INVAL, "RMA msg: rma_iov is NULL");
     }
@@ -866,8 +881,14 @@ unsafe fn rma_msg(e: *mut fid_ep, msg: *const fi_msg_rma, flags: u64, read: bool
         unsafe { std::slice::from_raw_parts(m.rma_iov, m.rma_iov_count) }
     };
     let data = if !read && flags & FI_REMOTE_CQ_DATA != 0 { Some(m.data) } else { None };
+    Ok(RmaMsg { m, bufs, rma, data })
+}
+
+unsafe fn rma_msg(e: *mut fid_ep, msg: *const fi_msg_rma, flags: u64, read: bool) -> FiResult<isize> {
+    // SAFETY: msg per fi_rma(3).
+    let r = unsafe { rma_msg_parts(msg, flags, read, RMA_FLAGS) }?;
     // SAFETY: as above.
-    unsafe { do_rma(e, read, &b, Some(m.desc), rma, data, m.context, flags, false) }
+    unsafe { do_rma(e, read, &r.bufs, Some(r.m.desc), r.rma, r.data, r.m.context, flags, false) }
 }
 
 unsafe extern "C" fn rma_readmsg(e: *mut fid_ep, msg: *const fi_msg_rma, flags: u64) -> isize {

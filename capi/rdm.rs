@@ -10,7 +10,7 @@ use super::consts::*;
 use super::cq::CqObj;
 use super::domain::DomainObj;
 use super::prov::ops_open_nosys;
-use super::ep::{iovec_list, ops_flag_control, sge, MAX_IOV};
+use super::ep::{iovec_list, ops_flag_control, rma1, rma_msg_parts, sge, MAX_IOV};
 use super::util::*;
 use crate::error::{FiError, FiResult};
 use crate::info::Info;
@@ -686,10 +686,6 @@ unsafe fn do_rma(
     Ok(0)
 }
 
-fn rma1(addr: u64, len: usize, key: u64) -> [fi_rma_iov; 1] {
-    [fi_rma_iov { addr, len, key }]
-}
-
 #[allow(clippy::too_many_arguments)]
 unsafe extern "C" fn rma_read(
     e: *mut fid_ep,
@@ -732,26 +728,10 @@ const RMA_FLAGS: u64 =
     FI_COMPLETION | FI_INJECT | FI_INJECT_COMPLETE | FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE | FI_REMOTE_CQ_DATA | FI_MORE;
 
 unsafe fn rma_msg(e: *mut fid_ep, msg: *const fi_msg_rma, flags: u64, read: bool) -> FiResult<isize> {
-    let msg = nonnull(msg as *mut fi_msg_rma, "RMA msg")?;
-    if flags & !RMA_FLAGS != 0 {
-        return crate::fail!(FiError::BADFLAGS, "RMA msg: unsupported flags {:#x}", flags & !RMA_FLAGS);
-    }
-    // SAFETY: checked non-NULL; valid per fi_rma(3).
-    let m = unsafe { &*msg };
+    // SAFETY: msg per fi_rma(3).
+    let r = unsafe { rma_msg_parts(msg, flags, read, RMA_FLAGS) }?;
     // SAFETY: as above.
-    let b = unsafe { iovec_list(m.msg_iov, m.iov_count) }?;
-    if m.rma_iov_count > 0 && m.rma_iov.is_null() {
-        return crate::fail!(FiError::INVAL, "RMA msg: rma_iov is NULL");
-    }
-    let rma = if m.rma_iov_count == 0 {
-        &[][..]
-    } else {
-        // SAFETY: rma_iov holds rma_iov_count entries.
-        unsafe { std::slice::from_raw_parts(m.rma_iov, m.rma_iov_count) }
-    };
-    let data = if !read && flags & FI_REMOTE_CQ_DATA != 0 { Some(m.data) } else { None };
-    // SAFETY: as above.
-    unsafe { do_rma(e, read, &b, Some(m.desc), m.addr, rma, data, m.context, Some(flags), false) }
+    unsafe { do_rma(e, read, &r.bufs, Some(r.m.desc), r.m.addr, r.rma, r.data, r.m.context, Some(flags), false) }
 }
 
 unsafe extern "C" fn rma_readmsg(e: *mut fid_ep, msg: *const fi_msg_rma, flags: u64) -> isize {
