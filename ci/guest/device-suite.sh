@@ -219,7 +219,8 @@ fi
 # malloc of the process, the Rust cdylib's too (its allocator is malloc).
 # PASS only if the test passes and LeakSanitizer reports nothing
 # (suppressions: tests/c/lsan.supp, library initialisation only).
-REL_LSAN_TESTS=(msg_sendrecv msg_rma rdm_sendrecv rdm_large rdm_hostile)
+REL_LSAN_TESTS=(msg_connect msg_sendrecv msg_rma msg_shutdown cntr_msg rdm_sendrecv rdm_tagged rdm_large
+  rdm_unexpected rdm_multirecv rdm_peek rdm_atomic rdm_hostile cntr_rdm wait_poll)
 # Prebuilt: $CTEST_BIN/asan (CFLAGS="-std=gnu11 -O1 -g -fsanitize=address
 # -fno-omit-frame-pointer" tests/c/build.sh $CTEST_BIN/asan), else built here
 # (slow under TCG).
