@@ -30,6 +30,7 @@ set -u
 : "${BENCH_SCALE_ARGS:=-S 8:65536 -l 200}"
 : "${BENCH_ONLY:=.}"                   # extended regex over test ids
 : "${BENCH_SKIP:=^$}"                  # extended regex over test ids
+: "${BENCH_PIN:=1}"                    # 1: server pinned to CPU 0, client to CPU 1 (taskset)
 : "${BENCH_TIMEOUT:=900}"              # per run
 : "${BENCH_BUDGET:=2100}"              # s: no new round once another would not fit
 
@@ -61,6 +62,11 @@ wanted() { [[ "$1" =~ $BENCH_ONLY ]] && ! [[ "$1" =~ $BENCH_SKIP ]]; }
 bench_run() {
   local id=$1 round=$2 kind=$3 scmd=$4 ccmd=$5 t0=$SECONDS rc
   local name="raw/$id.r$round${6:+.$6}"
+  # BENCH_PIN=1 (default): server on CPU 0, client on CPU 1, for every
+  # contender alike: which vCPUs two busy-polling processes share otherwise
+  # changes a whole run's latency (seen: the same contender 47 us in one run,
+  # 160 us in the next).
+  if [ "$BENCH_PIN" = 1 ]; then scmd="taskset -c 0 $scmd"; ccmd="taskset -c 1 $ccmd"; fi
   if [ "$kind" = rdma ]; then
     PAIR_RDMA_PORT=18515 PAIR_RETRIES=3 PAIR_GRACE=${BENCH_GRACE:-15} run_pair "$name" "$scmd" "$ccmd" "$BENCH_TIMEOUT" >/dev/null
   else
@@ -157,6 +163,7 @@ lab_log "bench: rounds=$BENCH_ROUNDS pp_iters=$BENCH_PP_ITERS only='$BENCH_ONLY'
   echo "libfabric $(fi_info --version 2>/dev/null | tr '\n' ' ')"
   echo "perftest $(dpkg-query -W -f='${Version}' perftest 2>/dev/null)"
   echo "rdma $(rdma link show "$LAB_DEV/1" 2>/dev/null)"
+  echo "pin $BENCH_PIN"
   echo "mtu $(ibv_devinfo -d "$LAB_DEV" 2>/dev/null | awk '/active_mtu/{print $2; exit}')"
 } >"$LAB_OUT/guest-info.txt"
 

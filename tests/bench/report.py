@@ -484,10 +484,11 @@ def main():
     g = []
     g.append("Run: %s. %s" % (meta["date"], a.note))
     g.append("")
-    g.append("Guest: kernel %s, %s vCPUs, %s; %s; perftest %s; rxe MTU %s. Knobs: `%s`." % (
+    g.append("Guest: kernel %s, %s vCPUs, %s; %s; perftest %s; rxe MTU %s; %s. Knobs: `%s`." % (
         meta.get("kernel", "?"), meta.get("cpus", "?"),
         "%.1f GiB" % (int(meta["mem_kb"]) / 1048576) if meta.get("mem_kb", "").isdigit() else "?",
         meta.get("libfabric", "?").strip(), meta.get("perftest", "?"), meta.get("mtu", "?"),
+        "server pinned to CPU 0, client to CPU 1" if meta.get("pin") == "1" else "processes not pinned",
         "; ".join(meta["knobs"])))
     g.append("")
     g.append("### Targets")
