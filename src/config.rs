@@ -27,7 +27,9 @@ pub struct Config {
     pub gid_idx: i32,
     /// `FI_VERBS_CQREAD_BUNCH_SIZE`: completions polled from verbs per call (8).
     pub cqread_bunch_size: usize,
-    /// `FI_VERBS_MIN_RNR_TIMER`: minimum RNR NAK timer (ignored by rdma-cm connected QPs; kept for compatibility).
+    /// `FI_VERBS_MIN_RNR_TIMER`: the RNR NAK timer every connected QP advertises
+    /// (IB encoding 0..=31, default 12 = 0.64 ms, as libfabric's verbs), set once the
+    /// connection is up: rdma-cm leaves 0, which is 655 ms.
     pub min_rnr_timer: u8,
 }
 

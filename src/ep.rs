@@ -691,6 +691,19 @@ impl MsgEp {
     }
 }
 
+/// Gives a freshly connected QP the configured RNR NAK timer
+/// (`FI_VERBS_MIN_RNR_TIMER`, default 12 = 0.64 ms): rdma-cm leaves the
+/// longest, 655 ms, so a send that arrives a moment before the peer's
+/// receive would stall that long. A device that refuses keeps rdma-cm's
+/// value; the connection works either way.
+pub fn set_rnr_timer(qp: &crate::verbs::Qp, what: &str) {
+    let want = crate::config::get().min_rnr_timer;
+    match qp.set_min_rnr_timer(want) {
+        Ok(got) => tracing::debug!("{what}: QP {} min_rnr_timer {got} (asked {want})", qp.qp_num()),
+        Err(e) => tracing::warn!("{what}: QP {}: cannot set min_rnr_timer {want}: errno {e}", qp.qp_num()),
+    }
+}
+
 /// Converts an application descriptor to a local key (`None` for a NULL descriptor).
 pub fn desc_lkey(desc: u64) -> FiResult<Option<u32>> {
     if desc == 0 {
@@ -707,6 +720,9 @@ impl CmHandler for MsgEp {
         let fid = self.fid.load(Ordering::Acquire);
         match ev.kind {
             CmEventKind::Established => {
+                if let Some(qp) = self.id.qp() {
+                    set_rnr_timer(qp, "msg");
+                }
                 self.set_state(EpState::Connected);
                 Some(Ok(EqEntry::Cm { event: FI_CONNECTED, fid, info: None, data: cm_data_decode(&ev.private_data) }))
             }

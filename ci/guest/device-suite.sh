@@ -192,6 +192,27 @@ for entry in "${CTESTS[@]}"; do
   run_ctest "$name" "${parts[@]:1}"
 done
 
+# ---- RNR timer: every connected QP advertises FI_VERBS_MIN_RNR_TIMER --------
+# rdma-cm leaves min_rnr_timer at 0 (655 ms per RNR retry); rsverbs sets the
+# configured value (default 12 = 0.64 ms) once a connection is up and logs
+# what the device reads back (ibv_query_qp).  MSG with the default, RDM with
+# FI_VERBS_MIN_RNR_TIMER=3; both sides of each connection must report it.
+if selected rnr_timer; then
+  rc=0
+  for v in "msg 12 -e msg" "rdm 3 -e rdm"; do
+    read -r what want ep <<<"$v"
+    envs="FI_LOG_LEVEL=debug"; [ "$want" != 12 ] && envs="$envs FI_VERBS_MIN_RNR_TIMER=$want"
+    PAIR_PORT=47592 run_pair "rnr_timer_$what" "env $envs fi_pingpong -p verbs $ep -I 10 -S 64" \
+      "env $envs fi_pingpong -p verbs $ep -I 10 -S 64 $LAB_IP" 300 || rc=1
+    for side in server client; do
+      if ! grep -Eq "$what: QP [0-9]+ min_rnr_timer $want \(asked $want\)" "$LAB_OUT/rnr_timer_$what.$side.log"; then
+        echo "rnr_timer: $what $side: no 'min_rnr_timer $want (asked $want)' in its log"; rc=1
+      fi
+    done
+  done
+  record rnr_timer "$rc"
+fi
+
 # ---- rxm block: C tests through libfabric's ofi_rxm stacked on rsverbs -----
 # prov_name "verbs;ofi_rxm" (TEST_PROVIDER), FI_PROVIDER unset (the suite's
 # FI_PROVIDER=verbs would filter ofi_rxm out).  name:program, as in CTESTS.

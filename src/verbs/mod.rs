@@ -684,6 +684,26 @@ impl Qp {
         check(unsafe { ffi::ibv_post_recv(self.ptr.as_ptr(), &mut wr, &mut bad) })
     }
 
+    /// Sets the RNR NAK timer this QP's responder advertises (RTS to RTS; the
+    /// IB encoding, 0..=31: 12 = 0.64 ms, 0 = 655 ms) and reads back what the
+    /// device holds. rdma-cm leaves it at 0, the longest: a send that beats
+    /// the peer's receive by a moment would then wait 655 ms.
+    pub fn set_min_rnr_timer(&self, v: u8) -> Result<u8, Errno> {
+        use ffi::ibv_qp_attr_mask as m;
+        // SAFETY: ibv_qp_attr is POD; zero is valid.
+        let mut a: ffi::ibv_qp_attr = unsafe { std::mem::zeroed() };
+        a.min_rnr_timer = v.min(31);
+        // SAFETY: valid QP and attribute struct; only the masked field is read.
+        check(unsafe { ffi::ibv_modify_qp(self.ptr.as_ptr(), &mut a, m::IBV_QP_MIN_RNR_TIMER.0 as i32) })?;
+        // SAFETY: ibv_qp_attr is POD; zero is valid (an out-struct the driver fills).
+        let mut q: ffi::ibv_qp_attr = unsafe { std::mem::zeroed() };
+        // SAFETY: ibv_qp_init_attr is POD (integers, pointers); zero is valid.
+        let mut init: ffi::ibv_qp_init_attr = unsafe { std::mem::zeroed() };
+        // SAFETY: valid QP; both out-structs are live for the call.
+        check(unsafe { ffi::ibv_query_qp(self.ptr.as_ptr(), &mut q, m::IBV_QP_MIN_RNR_TIMER.0 as i32, &mut init) })?;
+        Ok(q.min_rnr_timer)
+    }
+
     /// Moves the QP to the error state, which flushes every outstanding request.
     pub fn to_error(&self) -> Result<(), Errno> {
         // SAFETY: ibv_qp_attr is POD; zero is valid.
