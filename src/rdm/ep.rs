@@ -137,6 +137,8 @@ struct Net {
     next_read: u64,
     /// When the rdma-cm channel was last read (`coarse_ms`).
     cm_checked: u64,
+    /// Since when a peer has been stuck below its credit floor (`coarse_ms`).
+    starved_since: Option<u64>,
     /// Kept alive: the endpoint listens as long as it is enabled.
     _listener: CmId,
     local: SocketAddr,
@@ -561,6 +563,7 @@ impl RdmEp {
             next_lid: 1,
             next_read: 1,
             cm_checked: 0,
+            starved_since: None,
             _listener: listener,
             local,
             name,
@@ -1062,8 +1065,42 @@ impl Net {
         if n == 0 {
             return true;
         }
-        // Grow by a few floors at a time; the CQ must hold every posted buffer.
-        let n = n.max(8 * super::credits::MIN_CREDITS as u32);
+        // Grow by a few floors at a time.
+        self.grow_pool(n.max(8 * super::credits::MIN_CREDITS as u32), "peers")
+    }
+
+    /// A peer stuck below its credit floor for STARVE_MS (the others hold
+    /// the pool and are not progressed to answer recalls): grow the pool
+    /// rather than wait on them. Checked once per coarse-clock tick.
+    fn check_starved(&mut self, now: u64) {
+        const STARVE_MS: u64 = 1000;
+        let need = self.rx.as_ref().map_or(0, |p| p.bank.starved_need());
+        if need == 0 {
+            self.starved_since = None;
+            return;
+        }
+        match self.starved_since {
+            None => self.starved_since = Some(now),
+            Some(t) if now.saturating_sub(t) >= STARVE_MS => {
+                self.starved_since = None;
+                tracing::info!("rdm: a peer has had no credits for {STARVE_MS} ms while the others hold the pool");
+                // The quota grows with the pool: repeat until nobody is stuck.
+                let mut n = need;
+                for _ in 0..8 {
+                    if n == 0 || !self.grow_pool(n.max(8 * super::credits::MIN_CREDITS as u32), "a starved peer") {
+                        break;
+                    }
+                    n = self.rx.as_ref().map_or(0, |p| p.bank.starved_need());
+                }
+            }
+            Some(_) => {}
+        }
+    }
+
+    /// Posts `n` more receive buffers to the shared pool (growing the
+    /// internal CQ first: it must hold every posted buffer).
+    fn grow_pool(&mut self, n: u32, why: &str) -> bool {
+        let Some(p) = &mut self.rx else { return false };
         let need = self.cq_need + n as usize;
         if need > self.cq.capacity().max(0) as usize && self.cq.resize(need as i32).is_err() {
             tracing::warn!("rdm: cannot grow the internal CQ for {n} more receive buffers");
@@ -1072,7 +1109,7 @@ impl Net {
         match p.grow(&self.pd, n, |i| wr_id(WrKind::Recv, 0, i)) {
             Ok(()) => {
                 self.cq_need = need;
-                tracing::info!("rdm: receive pool grown by {n} buffers to {} for {} peers", p.buffers(), p.bank.peers() + 1);
+                tracing::info!("rdm: receive pool grown by {n} buffers to {} ({why}; {} peers)", p.buffers(), p.bank.peers());
                 true
             }
             Err(e) => {
@@ -1403,6 +1440,9 @@ impl Inner {
         let settling = net.conns.values().any(|c| c.stage != Stage::Up);
         let cm_due = force_cm || settling || now != net.cm_checked;
         if cm_due {
+            if now != net.cm_checked {
+                net.check_starved(now);
+            }
             net.cm_checked = now;
         }
         let mut any = self.poll_cq();
@@ -1874,6 +1914,11 @@ impl Inner {
             }
             CmEventKind::Established => {
                 conn.stage = Stage::Up;
+                // Credits keep the RDM protocol clear of RNR; should a peer that
+                // ignores them cause one anyway, the retry is 0.64 ms, not 655.
+                if let Some(qp) = conn.id.qp() {
+                    crate::ep::set_rnr_timer(qp, "rdm");
+                }
                 let active = conn.active;
                 let Some(peer) = net.peers.get_mut(&addr) else { return };
                 if peer.send_conn != Some(conn_id) {

@@ -203,6 +203,26 @@ impl<K: Copy + Eq + Hash> Bank<K> {
         self.rebalance();
     }
 
+    /// Buffers the pool would need so that every peer stuck below the floor
+    /// (nothing free, waiting for others to release credits) gets its
+    /// quota; 0 when no peer is stuck. Those releases need the other peers
+    /// to make progress, which under manual progress may never come (an
+    /// application waiting on one of its endpoints progresses only that
+    /// one): the endpoint grows the pool instead once a peer has been stuck
+    /// for a while ([`Bank::grow`]).
+    pub fn starved_need(&self) -> u32 {
+        if self.free > 0 {
+            return 0;
+        }
+        let q = self.quota();
+        // Stuck: too few credits to send, and not owed enough for a CREDIT.
+        let stuck = self.needy.iter().filter_map(|k| self.shares.get(k)).any(|s| s.out < MIN && !s.credit_due());
+        if !stuck {
+            return 0;
+        }
+        self.needy.iter().filter_map(|k| self.shares.get(k)).map(|s| q.saturating_sub(s.promised())).sum::<u32>().max(1)
+    }
+
     /// Whether a new peer would get at least its floor right now. The
     /// connecting side of a connection waits for this (its HELLO must give
     /// the peer credits, or the peer could never send it a credit back).
@@ -374,6 +394,42 @@ mod tests {
     use super::super::credits::{Outgoing, PeerFlow};
     use super::super::proto::tests::Rng;
     use super::*;
+
+    #[test]
+    fn a_peer_stuck_below_the_floor_is_served_by_growing() {
+        // 16 peers on a pool of 64: each admitted peer holds its grant and
+        // never sends (an idle endpoint nobody progresses), so recalls go
+        // unanswered and the last ones get nothing.
+        let mut b: Bank<u32> = Bank::shared(64, 32);
+        let mut grants = vec![];
+        for k in 0..16 {
+            grants.push(b.admit(k));
+        }
+        assert!(b.balanced());
+        assert!(grants.iter().any(|&g| (g as u32) < MIN), "someone is below the floor: {grants:?}");
+        assert!(b.starved_need() > 0);
+        // What the endpoint does: grow until nobody is stuck (the quota grows
+        // with the pool, so one step may not be enough).
+        let mut steps = 0;
+        while let n @ 1.. = b.starved_need() {
+            b.grow(n.max(8 * MIN));
+            assert!(b.balanced());
+            steps += 1;
+            assert!(steps <= 8, "still stuck after {steps} growths");
+        }
+        let q = b.quota();
+        for k in 0..16 {
+            let s = b.share_mut(&k).expect("admitted");
+            if grants[k as usize] < MIN as u16 {
+                // What it is owed goes out in a standalone CREDIT.
+                assert!(s.credit_due(), "peer {k}: owed {} (threshold {}), quota {q}", s.owed(), s.threshold);
+            }
+        }
+        // A pool with room reports nothing stuck.
+        let mut b: Bank<u32> = Bank::shared(384, 32);
+        b.admit(1);
+        assert_eq!(b.starved_need(), 0);
+    }
 
     #[test]
     fn quotas_shrink_with_peers_and_keep_a_floor() {
