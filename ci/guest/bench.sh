@@ -199,6 +199,7 @@ for r in $(seq 1 "$BENCH_ROUNDS"); do
   perf_lat send "$r"
   pp rsverbs msg msg "$r"
   pp verbs msg msg "$r"
+  [ -n "${BENCH_BEFORE_PROV:-}" ] && pp rsverbs_before msg msg "$r"
   perf_lat write "$r"
   perf_lat read "$r"
   # latency, RDM
