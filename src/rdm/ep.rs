@@ -1066,15 +1066,15 @@ impl Net {
             return true;
         }
         // Grow by a few floors at a time.
-        self.grow_pool(n.max(8 * super::credits::MIN_CREDITS as u32), "peers")
+        self.grow_pool(n.max(8 * super::credits::MIN_CREDITS as u32), "for a new peer's floor", false)
     }
 
-    /// A peer stuck below its credit floor for STARVE_MS (the others hold
-    /// the pool and are not progressed to answer recalls): grow the pool
-    /// rather than wait on them. Checked once per coarse-clock tick.
+    /// A peer stuck without credits for STARVE_MS while the others hold the
+    /// pool (and are not progressed to answer recalls): add buffers for it
+    /// alone rather than wait on them. Checked once per coarse-clock tick.
     fn check_starved(&mut self, now: u64) {
         const STARVE_MS: u64 = 1000;
-        let need = self.rx.as_ref().map_or(0, |p| p.bank.starved_need());
+        let need = self.rx.as_ref().map_or(0, |p| p.bank.stuck_need());
         if need == 0 {
             self.starved_since = None;
             return;
@@ -1084,29 +1084,25 @@ impl Net {
             Some(t) if now.saturating_sub(t) >= STARVE_MS => {
                 self.starved_since = None;
                 tracing::info!("rdm: a peer has had no credits for {STARVE_MS} ms while the others hold the pool");
-                // The quota grows with the pool: repeat until nobody is stuck.
-                let mut n = need;
-                for _ in 0..8 {
-                    if n == 0 || !self.grow_pool(n.max(8 * super::credits::MIN_CREDITS as u32), "a starved peer") {
-                        break;
-                    }
-                    n = self.rx.as_ref().map_or(0, |p| p.bank.starved_need());
-                }
+                self.grow_pool(need, "for peers stuck without credits", true);
             }
             Some(_) => {}
         }
     }
 
     /// Posts `n` more receive buffers to the shared pool (growing the
-    /// internal CQ first: it must hold every posted buffer).
-    fn grow_pool(&mut self, n: u32, why: &str) -> bool {
+    /// internal CQ first: it must hold every posted buffer). `stuck`: they go
+    /// to the peers the bank finds stuck, else to the quotas.
+    fn grow_pool(&mut self, n: u32, why: &str, stuck: bool) -> bool {
         let Some(p) = &mut self.rx else { return false };
         let need = self.cq_need + n as usize;
         if need > self.cq.capacity().max(0) as usize && self.cq.resize(need as i32).is_err() {
             tracing::warn!("rdm: cannot grow the internal CQ for {n} more receive buffers");
             return false;
         }
-        match p.grow(&self.pd, n, |i| wr_id(WrKind::Recv, 0, i)) {
+        let id = |i| wr_id(WrKind::Recv, 0, i);
+        let r = if stuck { p.grow_for_stuck(&self.pd, n, id) } else { p.grow(&self.pd, n, id) };
+        match r {
             Ok(()) => {
                 self.cq_need = need;
                 tracing::info!("rdm: receive pool grown by {n} buffers to {} ({why}; {} peers)", p.buffers(), p.bank.peers());

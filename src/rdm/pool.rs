@@ -41,7 +41,21 @@ impl RecvPool {
         Ok(p)
     }
 
+    /// Adds `n` buffers for the peers the bank finds stuck ([`Bank::feed_stuck`]).
+    pub fn grow_for_stuck(&mut self, pd: &Arc<Pd>, n: u32, wr_id: impl Fn(u32) -> u64) -> Result<(), Errno> {
+        self.post_more(pd, n, &wr_id)?;
+        self.bank.feed_stuck(n);
+        Ok(())
+    }
+
     fn add(&mut self, pd: &Arc<Pd>, n: u32, wr_id: &impl Fn(u32) -> u64) -> Result<(), Errno> {
+        self.post_more(pd, n, wr_id)?;
+        self.bank.grow(n);
+        Ok(())
+    }
+
+    /// Registers and posts `n` more buffers (the bank is told by the caller).
+    fn post_more(&mut self, pd: &Arc<Pd>, n: u32, wr_id: &impl Fn(u32) -> u64) -> Result<(), Errno> {
         if self.index.len() + n as usize > self.srq.max_wr as usize {
             return Err(libc::ENOSPC);
         }
@@ -55,7 +69,6 @@ impl RecvPool {
         for i in first..first + n {
             self.post(i, wr_id(i))?;
         }
-        self.bank.grow(n);
         Ok(())
     }
 

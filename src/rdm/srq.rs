@@ -203,24 +203,39 @@ impl<K: Copy + Eq + Hash> Bank<K> {
         self.rebalance();
     }
 
-    /// Buffers the pool would need so that every peer stuck below the floor
-    /// (nothing free, waiting for others to release credits) gets its
-    /// quota; 0 when no peer is stuck. Those releases need the other peers
-    /// to make progress, which under manual progress may never come (an
-    /// application waiting on one of its endpoints progresses only that
-    /// one): the endpoint grows the pool instead once a peer has been stuck
-    /// for a while ([`Bank::grow`]).
-    pub fn starved_need(&self) -> u32 {
-        if self.free > 0 {
-            return 0;
+    /// A peer's share is stuck: it has too few credits to send, is not owed
+    /// enough for a standalone CREDIT, and nothing is free to give it. The
+    /// buffers it waits for are held by other peers; releasing them (withheld
+    /// returns, recalls) needs those peers to make progress, which under
+    /// manual progress may never come (an application waiting on one of its
+    /// endpoints progresses only that one).
+    fn is_stuck(&self, s: &Share) -> bool {
+        self.free == 0 && s.needy && s.out < MIN && !s.credit_due()
+    }
+
+    /// How many buffers [`Bank::feed_stuck`] would give the stuck peers: each
+    /// gets enough owed credits for a CREDIT to go out (its threshold, at
+    /// least the floor). 0 when no peer is stuck.
+    pub fn stuck_need(&self) -> u32 {
+        self.shares.values().filter(|s| self.is_stuck(s)).map(|s| s.threshold.max(MIN).saturating_sub(s.owed)).sum()
+    }
+
+    /// `n` buffers were added to the pool for the stuck peers (`n` from
+    /// [`Bank::stuck_need`]): they go to those peers directly, not to the
+    /// quotas, so idle peers holding the pool get nothing more. Anything left
+    /// over is free.
+    pub fn feed_stuck(&mut self, n: u32) {
+        self.size += n;
+        let mut left = n;
+        let stuck: Vec<K> = self.shares.iter().filter(|(_, s)| self.is_stuck(s)).map(|(k, _)| *k).collect();
+        for k in stuck {
+            let s = self.shares.get_mut(&k).expect("listed");
+            let g = s.threshold.max(MIN).saturating_sub(s.owed).min(left);
+            s.owed += g;
+            left -= g;
         }
-        let q = self.quota();
-        // Stuck: too few credits to send, and not owed enough for a CREDIT.
-        let stuck = self.needy.iter().filter_map(|k| self.shares.get(k)).any(|s| s.out < MIN && !s.credit_due());
-        if !stuck {
-            return 0;
-        }
-        self.needy.iter().filter_map(|k| self.shares.get(k)).map(|s| q.saturating_sub(s.promised())).sum::<u32>().max(1)
+        self.free += left;
+        self.serve_needy();
     }
 
     /// Whether a new peer would get at least its floor right now. The
@@ -396,7 +411,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_peer_stuck_below_the_floor_is_served_by_growing() {
+    fn a_peer_stuck_below_the_floor_is_fed_directly() {
         // 16 peers on a pool of 64: each admitted peer holds its grant and
         // never sends (an idle endpoint nobody progresses), so recalls go
         // unanswered and the last ones get nothing.
@@ -407,28 +422,26 @@ mod tests {
         }
         assert!(b.balanced());
         assert!(grants.iter().any(|&g| (g as u32) < MIN), "someone is below the floor: {grants:?}");
-        assert!(b.starved_need() > 0);
-        // What the endpoint does: grow until nobody is stuck (the quota grows
-        // with the pool, so one step may not be enough).
-        let mut steps = 0;
-        while let n @ 1.. = b.starved_need() {
-            b.grow(n.max(8 * MIN));
-            assert!(b.balanced());
-            steps += 1;
-            assert!(steps <= 8, "still stuck after {steps} growths");
-        }
-        let q = b.quota();
-        for k in 0..16 {
+        let need = b.stuck_need();
+        assert!(need > 0);
+        let before: Vec<u32> = (0..16).map(|k| b.shares[&k].promised()).collect();
+        b.feed_stuck(need);
+        assert!(b.balanced());
+        assert_eq!(b.stuck_need(), 0);
+        for k in 0..16u32 {
             let s = b.share_mut(&k).expect("admitted");
             if grants[k as usize] < MIN as u16 {
                 // What it is owed goes out in a standalone CREDIT.
-                assert!(s.credit_due(), "peer {k}: owed {} (threshold {}), quota {q}", s.owed(), s.threshold);
+                assert!(s.credit_due(), "peer {k}: owed {} (threshold {})", s.owed(), s.threshold);
+            } else {
+                // The idle holders get nothing more.
+                assert_eq!(s.promised(), before[k as usize], "peer {k}");
             }
         }
         // A pool with room reports nothing stuck.
         let mut b: Bank<u32> = Bank::shared(384, 32);
         b.admit(1);
-        assert_eq!(b.starved_need(), 0);
+        assert_eq!(b.stuck_need(), 0);
     }
 
     #[test]
