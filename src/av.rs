@@ -9,7 +9,7 @@
 //! rely on `FI_AV_TABLE` indices matching its own numbering); the reverse
 //! lookup (`FI_SOURCE`) reports the lowest live index of an address.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 

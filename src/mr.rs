@@ -5,7 +5,7 @@
 //! dereferenced, and a stale one fails in the device's key check (an error
 //! completion), never in a crash.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 use std::sync::Arc;
 
 use crate::capi::consts::*;
@@ -54,7 +54,7 @@ impl MrKeys {
 /// the lkey) also gives the rkey. Keyed by domain: a descriptor from another
 /// domain finds nothing. Entries leave when the region is closed.
 static KEYS: once_cell::sync::Lazy<parking_lot::RwLock<HashMap<(usize, u32), MrKeys>>> =
-    once_cell::sync::Lazy::new(|| parking_lot::RwLock::new(HashMap::new()));
+    once_cell::sync::Lazy::new(|| parking_lot::RwLock::new(HashMap::default()));
 
 fn domain_key(domain: &Arc<Domain>) -> usize {
     Arc::as_ptr(domain) as usize

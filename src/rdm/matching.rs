@@ -31,7 +31,8 @@
 //! the flag goes on the completion of the last of them to finish (see
 //! [`Matcher::read_finished`]).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
+use rustc_hash::FxHashMap as HashMap;
 
 use super::proto::{Message, Segment};
 use crate::capi::consts::{FI_ADDR_UNSPEC, FI_CLAIM, FI_DISCARD, FI_MSG, FI_MULTI_RECV, FI_PEEK, FI_RECV, FI_REMOTE_CQ_DATA, FI_TAGGED};
@@ -389,7 +390,7 @@ fn place(p: &mut Posted, kind: Kind, m: &MsgInfo, is_read: bool) -> (Delivery, b
 
 impl Matcher {
     pub fn new() -> Matcher {
-        Matcher { queues: Default::default(), min_multi_recv: DEFAULT_MIN_MULTI_RECV, draining: HashMap::new() }
+        Matcher { queues: Default::default(), min_multi_recv: DEFAULT_MIN_MULTI_RECV, draining: HashMap::default() }
     }
 
     /// FI_OPT_MIN_MULTI_RECV; applies to buffers posted afterwards.

@@ -4,7 +4,8 @@
 //! the endpoint applies (work-request ids, the simultaneous-connect
 //! tie-break, bounce-buffer geometry).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
+use rustc_hash::FxHashMap as HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 

@@ -42,7 +42,8 @@
 //! then gives each peer a bank of its own (`reserve` 0, one peer, size =
 //! its buffers), and the same code does the accounting.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
+use rustc_hash::FxHashMap as HashMap;
 use std::hash::Hash;
 
 use super::credits::MIN_CREDITS;
@@ -137,7 +138,7 @@ impl<K: Copy + Eq + Hash> Bank<K> {
             limbo: 0,
             max: (max_per_peer as u32).max(MIN),
             reserve,
-            shares: HashMap::new(),
+            shares: HashMap::default(),
             needy: VecDeque::new(),
             recalls: 0,
         }
