@@ -310,12 +310,24 @@ unsafe extern "C" fn rdm_join(_e: *mut fid_ep, _a: *const c_void, _f: u64, _mc: 
 
 // ---- buffers ----
 
-/// The application's buffers of one operation.
+/// The application's buffers of one operation, on the stack (no allocation
+/// per call on the data path).
 pub(crate) struct Bufs {
-    pub iov: Vec<Iov>,
-    pub descs: Vec<u64>,
+    iov: [std::mem::MaybeUninit<Iov>; MAX_IOV],
+    descs: [u64; MAX_IOV],
+    n: usize,
     /// Every non-empty buffer came with a descriptor.
     pub descs_ok: bool,
+}
+
+impl Bufs {
+    pub fn iov(&self) -> &[Iov] {
+        // SAFETY: `bufs` initialises the first n entries.
+        unsafe { std::slice::from_raw_parts(self.iov.as_ptr() as *const Iov, self.n) }
+    }
+    pub fn descs(&self) -> &[u64] {
+        &self.descs[..self.n]
+    }
 }
 
 /// # Safety
@@ -325,13 +337,14 @@ pub(crate) unsafe fn bufs(bufs: &[(u64, usize)], desc: Option<*mut *mut c_void>)
     if bufs.len() > MAX_IOV {
         return crate::fail!(FiError::INVAL, "{} iovs exceed the limit of {MAX_IOV}", bufs.len());
     }
-    let mut out = Bufs { iov: Vec::with_capacity(bufs.len()), descs: Vec::with_capacity(bufs.len()), descs_ok: true };
+    let mut out = Bufs { iov: [std::mem::MaybeUninit::uninit(); MAX_IOV], descs: [0; MAX_IOV], n: 0, descs_ok: true };
     for (i, &(addr, len)) in bufs.iter().enumerate() {
         // SAFETY: desc holds bufs.len() entries; the buffers are valid (both per the contract).
         let (iov, d, keyed) = unsafe { sge(i, addr, len, desc) }?;
         out.descs_ok &= keyed;
-        out.iov.push(iov);
-        out.descs.push(d);
+        out.iov[i] = std::mem::MaybeUninit::new(iov);
+        out.descs[i] = d;
+        out.n = i + 1;
     }
     Ok(out)
 }
@@ -368,8 +381,8 @@ unsafe fn do_send(
         flags |= FI_REMOTE_CQ_DATA;
     }
     o.inner.send(SendReq {
-        iov: &v.iov,
-        descs: &v.descs,
+        iov: v.iov(),
+        descs: v.descs(),
         dest,
         tag,
         data,
@@ -394,7 +407,7 @@ unsafe fn do_recv(
     // SAFETY: buffers and descriptors per fi_msg(3)/fi_tagged(3).
     let v = unsafe { bufs(b, desc) }?;
     let flags = flags.unwrap_or_else(|| o.inner.rx_op_flags());
-    o.inner.recv(RecvReq { iov: &v.iov, descs_ok: v.descs_ok, src, tag, context: ctx as u64, flags })?;
+    o.inner.recv(RecvReq { iov: v.iov(), descs_ok: v.descs_ok, src, tag, context: ctx as u64, flags })?;
     Ok(0)
 }
 
@@ -663,7 +676,7 @@ unsafe fn do_rma(
     let r = rma[0];
     // SAFETY: buffers and descriptors per fi_rma(3).
     let v = unsafe { bufs(b, desc) }?;
-    let total: usize = v.iov.iter().map(|x| x.len() as usize).sum();
+    let total: usize = v.iov().iter().map(|x| x.len() as usize).sum();
     if r.len < total {
         return crate::fail!(FiError::INVAL, "RMA: {total} local bytes exceed the remote iov of {}", r.len);
     }
@@ -673,7 +686,7 @@ unsafe fn do_rma(
     }
     o.inner.rma(RmaReq {
         read,
-        iov: &v.iov,
+        iov: v.iov(),
         descs_ok: v.descs_ok,
         dest,
         raddr: r.addr,

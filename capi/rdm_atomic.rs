@@ -72,7 +72,7 @@ unsafe fn result_iov(result: *mut c_void, desc: *mut c_void) -> FiResult<Iov> {
     if !b.descs_ok {
         return crate::fail!(FiError::INVAL, "atomic: the result buffer needs a memory descriptor (FI_MR_LOCAL)");
     }
-    Ok(b.iov[0])
+    Ok(b.iov()[0])
 }
 
 #[allow(clippy::too_many_arguments)]
