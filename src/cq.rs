@@ -9,7 +9,8 @@
 //! still post signalled requests, whose successful completions are dropped
 //! here; their errors are reported, as fi_cq(3) requires).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
+use rustc_hash::FxHashMap as HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 
@@ -326,10 +327,17 @@ pub struct Cq {
     committed: Mutex<usize>,
     /// Credit counters of the QPs completing here, by QP number.
     qps: RwLock<HashMap<u32, Arc<QpCounters>>>,
+    /// Whether a QP ever completed here. The verbs CQ of a CQ that only RDM
+    /// endpoints use stays empty (they complete on their own CQ and queue
+    /// here in software): reads skip polling it.
+    used: std::sync::atomic::AtomicBool,
     bunch: usize,
     /// Software progress of the objects completing here (RDM endpoints).
     /// Their event fds are members of `wait`, so the CQ's fd wakes for them.
     hooks: RwLock<Vec<Weak<dyn Progress>>>,
+    /// Whether `hooks` ever had a member: a CQ of MSG endpoints only skips
+    /// the lock on every read.
+    hooked: std::sync::atomic::AtomicBool,
     /// The wait set the CQ belongs to (`FI_WAIT_SET`).
     waitset: Mutex<Option<Hold<WaitSet>>>,
     pub refs: Refs,
@@ -399,7 +407,9 @@ impl Cq {
             state: Mutex::new(State::default()),
             wait,
             committed: Mutex::new(0),
-            qps: RwLock::new(HashMap::new()),
+            qps: RwLock::new(HashMap::default()),
+            used: std::sync::atomic::AtomicBool::new(false),
+            hooked: std::sync::atomic::AtomicBool::new(false),
             bunch: config::get().cqread_bunch_size.max(1),
             hooks: RwLock::new(Vec::new()),
             waitset: Mutex::new(None),
@@ -423,6 +433,7 @@ impl Cq {
             w.add_fd(fd)?;
         }
         let mut h = self.hooks.write();
+        self.hooked.store(true, std::sync::atomic::Ordering::Release);
         h.retain(|w| w.strong_count() > 0);
         h.push(p);
         Ok(())
@@ -448,6 +459,9 @@ impl Cq {
     /// path of every read: no allocation; progress never calls back into the
     /// CQ's hook list).
     fn run_hooks(&self) {
+        if !self.hooked.load(std::sync::atomic::Ordering::Acquire) {
+            return;
+        }
         let h = self.hooks.read();
         for w in h.iter() {
             if let Some(p) = w.upgrade() {
@@ -486,6 +500,7 @@ impl Cq {
     /// Registers the credit counters of a QP whose completions arrive here.
     pub fn attach(&self, qp_num: u32, c: Arc<QpCounters>) {
         self.qps.write().insert(qp_num, c);
+        self.used.store(true, std::sync::atomic::Ordering::Release);
     }
 
     pub fn detach(&self, qp_num: u32) {
@@ -641,7 +656,8 @@ impl Cq {
         const MAXB: usize = 64;
         let mut wcs = verbs::WcBuf::<MAXB>::new();
         let mut cache = None;
-        while n < max && st.queue.is_empty() {
+        let used = self.used.load(std::sync::atomic::Ordering::Acquire);
+        while used && n < max && st.queue.is_empty() {
             let want = (max - n).clamp(self.bunch.min(MAXB), MAXB);
             let polled = match self.cq.poll_buf(&mut wcs, want) {
                 Ok(g) => g,
@@ -708,6 +724,9 @@ impl Cq {
 
     /// Moves everything in the verbs CQ into the software queues.
     fn poll_into_pending(&self) -> bool {
+        if !self.used.load(std::sync::atomic::Ordering::Acquire) {
+            return false;
+        }
         let mut st = self.state.lock();
         let mut wcs = verbs::WcBuf::<16>::new();
         let mut any = false;
