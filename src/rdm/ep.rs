@@ -19,7 +19,7 @@
 //!
 //! Everything runs under one lock per endpoint.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 use std::net::SocketAddr;
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -137,6 +137,14 @@ struct Net {
     next_read: u64,
     /// When the rdma-cm channel was last read (`coarse_ms`).
     cm_checked: u64,
+    /// Something may have made a peer's queued work postable since the last
+    /// `drain_all`: an operation was posted, a completion or a connection
+    /// event arrived, the coarse clock ticked. An idle poll (none of these)
+    /// skips the walk over every peer.
+    dirty: bool,
+    /// A connection is being set up (cached: recomputed when anything
+    /// happened, not on every idle poll).
+    settling: bool,
     /// Since when a peer has been stuck below its credit floor (`coarse_ms`).
     starved_since: Option<u64>,
     /// Kept alive: the endpoint listens as long as it is enabled.
@@ -313,7 +321,7 @@ impl RdmEp {
                 tx_op_flags: info.tx.op_flags,
                 rx_op_flags: info.rx.op_flags,
                 matcher: Matcher::new(),
-                recvs: HashMap::new(),
+                recvs: HashMap::default(),
                 next_handle: 1,
                 tx_count: 0,
                 rx_count: 0,
@@ -552,17 +560,19 @@ impl RdmEp {
         wait.add(channel.fd(), 2).map_err(FiError::from_errno)?;
         let _ = self.wait_fd.set(wait.raw());
         g.net = Some(Net {
-            conns: HashMap::new(),
+            conns: HashMap::default(),
             graves: Vec::new(),
-            qpn: HashMap::new(),
-            peers: HashMap::new(),
-            rndv_sends: HashMap::new(),
-            rndv_in: HashMap::new(),
-            reads: HashMap::new(),
+            qpn: HashMap::default(),
+            peers: HashMap::default(),
+            rndv_sends: HashMap::default(),
+            rndv_in: HashMap::default(),
+            reads: HashMap::default(),
             next_conn: 1,
             next_lid: 1,
             next_read: 1,
             cm_checked: 0,
+            dirty: true,
+            settling: false,
             starved_since: None,
             _listener: listener,
             local,
@@ -942,7 +952,8 @@ impl RdmEp {
 
 impl Progress for RdmEp {
     fn progress(&self) {
-        self.inner.lock().progress(&self.ctx);
+        // A poll: drains only if something happened (see `Net::dirty`).
+        self.inner.lock().progress_with(&self.ctx, false);
     }
 
     fn arm(&self) -> bool {
@@ -1038,7 +1049,7 @@ impl Net {
         let qp_num = qp.qp_num();
         conn.res = Some(QpRes {
             recv,
-            wr_ops: HashMap::new(),
+            wr_ops: HashMap::default(),
             free_wrs: (0..WR_OPS as u32).rev().collect(),
             reads_out: 0,
             max_inline: qp.caps.max_inline as usize,
@@ -1417,8 +1428,12 @@ impl Inner {
 
     // ---- progress ----
 
-    /// Advances everything; true when anything happened.
+    /// Advances everything after an operation was posted (or anything else
+    /// that can make queued work postable); true when anything happened.
     fn progress(&mut self, ctx: &Ctx) -> bool {
+        if let Some(net) = &mut self.net {
+            net.dirty = true;
+        }
         self.progress_with(ctx, false)
     }
 
@@ -1433,7 +1448,11 @@ impl Inner {
         // The coarse clock: never a system call, unlike Instant::now() on
         // machines whose clocksource the vDSO cannot read (an emulated HPET).
         let now = crate::capi::rdm_mem::coarse_ms();
-        let settling = net.conns.values().any(|c| c.stage != Stage::Up);
+        if net.dirty {
+            // An operation may have opened a connection.
+            net.settling = net.conns.values().any(|c| c.stage != Stage::Up);
+        }
+        let settling = net.settling;
         let cm_due = force_cm || settling || now != net.cm_checked;
         if cm_due {
             if now != net.cm_checked {
@@ -1445,18 +1464,24 @@ impl Inner {
         if cm_due {
             any |= self.cm_events(ctx);
         }
-        if let Some(net) = &mut self.net {
-            if !net.graves.is_empty() {
-                net.expire_graves(now);
-            }
-            if settling {
-                let waiting: Vec<u32> = net.conns.iter().filter(|(_, c)| c.stage == Stage::WaitPool).map(|(k, _)| *k).collect();
-                for c in waiting {
-                    self.start_connect(ctx, c);
-                }
+        let Some(net) = &mut self.net else { return any };
+        if !net.graves.is_empty() {
+            net.expire_graves(now);
+        }
+        if settling {
+            let waiting: Vec<u32> = net.conns.iter().filter(|(_, c)| c.stage == Stage::WaitPool).map(|(k, _)| *k).collect();
+            for c in waiting {
+                self.start_connect(ctx, c);
             }
         }
-        self.drain_all();
+        let Some(net) = &mut self.net else { return any };
+        if any || cm_due || net.dirty {
+            net.dirty = false;
+            self.drain_all();
+            if let Some(net) = &mut self.net {
+                net.settling = net.conns.values().any(|c| c.stage != Stage::Up);
+            }
+        }
         any
     }
 
