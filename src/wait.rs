@@ -17,6 +17,10 @@ use crate::sys::{self, Epoll, EventFd};
 pub struct WaitFd {
     epoll: Epoll,
     soft: EventFd,
+    /// The eventfd has been written since the last `clear`: a completion
+    /// pushed in software signals once per sleep, not once per entry (each
+    /// write is a system call; RDM completions are all pushed in software).
+    pending: std::sync::atomic::AtomicBool,
 }
 
 impl WaitFd {
@@ -28,7 +32,7 @@ impl WaitFd {
         for (i, fd) in hw_fds.iter().enumerate() {
             epoll.add(*fd, i as u64 + 1).map_err(FiError::from_errno)?;
         }
-        Ok(WaitFd { epoll, soft })
+        Ok(WaitFd { epoll, soft, pending: std::sync::atomic::AtomicBool::new(false) })
     }
 
     /// The fd handed to applications (`FI_GETWAIT`).
@@ -38,11 +42,19 @@ impl WaitFd {
 
     /// Marks a software event.
     pub fn signal(&self) {
-        self.soft.signal();
+        use std::sync::atomic::Ordering;
+        // Already written and not cleared since: the fd is readable.
+        if !self.pending.swap(true, Ordering::AcqRel) {
+            self.soft.signal();
+        }
     }
 
     /// Clears the software signal (call before re-checking the queues).
+    /// `pending` goes first: a signal racing with this either sees it
+    /// cleared and writes again, or came before it and its entry is found
+    /// by the re-check that follows.
     pub fn clear(&self) {
+        self.pending.store(false, std::sync::atomic::Ordering::Release);
         self.soft.drain();
     }
 
