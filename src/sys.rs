@@ -284,6 +284,16 @@ mod tests {
     use super::*;
 
     #[test]
+    fn incarnations_are_nonzero_and_differ() {
+        let v: Vec<u64> = (0..64).map(|_| random_nonzero_u64()).collect();
+        assert!(v.iter().all(|&x| x != 0));
+        let mut u = v.clone();
+        u.sort_unstable();
+        u.dedup();
+        assert_eq!(u.len(), v.len(), "64 draws, {} distinct", u.len());
+    }
+
+    #[test]
     fn sockaddr_roundtrip_v4_v6() {
         let a: SocketAddr = "10.99.0.1:47592".parse().unwrap();
         let b = sockaddr_bytes(&a);
@@ -318,4 +328,17 @@ mod tests {
         let r = remaining_ms(deadline(5000));
         assert!(r > 4000 && r <= 5000, "{r}");
     }
+}
+
+/// A random non-zero number (an RDM endpoint's incarnation): std's
+/// per-process random hash keys, mixed with the time and the process id so
+/// that two endpoints, or a restarted process, never draw the same one in
+/// practice.
+pub fn random_nonzero_u64() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+    h.write_u128(t);
+    h.write_u32(std::process::id());
+    h.finish().max(1)
 }

@@ -120,6 +120,7 @@ CTESTS=(
   rdm_atomic:rdm_atomic
   rdm_simul:rdm_simul
   rdm_peerkill:rdm_peerkill
+  rdm_restart:rdm_restart
   # issue 4 (completion and progress)
   cntr_msg:cntr_msg
   cntr_rdm:cntr_rdm

@@ -4,7 +4,7 @@
 //!
 //! Invariants: no panic; an accepted HELLO has a name of at most
 //! HELLO_MAX_NAME bytes, a maximum of at least MIN_CREDITS credits and a
-//! grant within it, its encoding is a
+//! grant within it, a non-zero incarnation, its encoding is a
 //! prefix of the input and everything after it is zero.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
@@ -18,6 +18,7 @@ fuzz_target!(|data: &[u8]| {
     assert!(h.name.len() <= HELLO_MAX_NAME);
     assert!(h.max_credits >= MIN_CREDITS);
     assert!(h.grant <= h.max_credits);
+    assert_ne!(h.incarnation, 0);
     let e = h.encode().expect("a decoded HELLO re-encodes");
     assert!(e.len() <= data.len());
     assert_eq!(&data[..e.len()], &e[..]);

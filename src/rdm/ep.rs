@@ -151,6 +151,8 @@ struct Net {
     _listener: CmId,
     local: SocketAddr,
     name: Vec<u8>,
+    /// Drawn at fi_enable; carried in our HELLOs (see `proto::Hello`).
+    incarnation: u64,
     cq: Arc<verbs::Cq>,
     comp: Arc<CompChannel>,
     cq_need: usize,
@@ -577,6 +579,7 @@ impl RdmEp {
             _listener: listener,
             local,
             name,
+            incarnation: sys::random_nonzero_u64(),
             cq,
             comp,
             cq_need: base_cqes,
@@ -1144,7 +1147,9 @@ impl Net {
     }
 
     fn hello(&self, grant: u16) -> Vec<u8> {
-        Hello { grant, max_credits: self.geo.peer_bufs as u16, name: self.name.clone() }.encode().unwrap_or_default()
+        Hello { grant, max_credits: self.geo.peer_bufs as u16, incarnation: self.incarnation, name: self.name.clone() }
+            .encode()
+            .unwrap_or_default()
     }
 
     /// Registered memory, for the log (`FI_LOG_LEVEL=info`): what the
@@ -1948,7 +1953,10 @@ impl Inner {
                 }
                 if active {
                     match Hello::decode(&ev.private_data) {
-                        Ok(h) => peer.flow = Some(PeerFlow::new(h.grant, h.max_credits)),
+                        Ok(h) => {
+                            peer.flow = Some(PeerFlow::new(h.grant, h.max_credits));
+                            peer.incarnation = h.incarnation;
+                        }
                         Err(e) => {
                             tracing::warn!("rdm: {addr} accepted with a bad HELLO: {e}");
                             self.conn_failed(conn_id, FI_ECONNREFUSED);
@@ -2011,6 +2019,20 @@ impl Inner {
             let _ = id.reject(&reject_data(REJECT_BAD_HELLO));
             return;
         }
+        if let Some(old) = net.peers.get(&peer_addr).filter(|p| restarted(p.incarnation, hello.incarnation, &net.local, &peer_addr)) {
+            // The peer's process is new, its old one gone without a
+            // disconnect reaching us (a lost DREQ: crash, partition). What
+            // was owed to the old one fails; the new one is a new peer.
+            tracing::info!(
+                "rdm: {peer_addr} restarted (incarnation {:#x}, was {:#x}): failing its old connection",
+                hello.incarnation,
+                old.incarnation
+            );
+            if let Some(c) = old.conns.first().copied() {
+                self.conn_failed(c, FI_ECONNRESET);
+            }
+        }
+        let Some(net) = &mut self.net else { return };
         let own = match net.peers.get(&peer_addr).and_then(|p| p.send_conn).and_then(|c| net.conns.get(&c)) {
             None => OwnConn::None,
             Some(c) if c.active && c.stage == Stage::Up => OwnConn::ActiveUp,
@@ -2057,12 +2079,14 @@ impl Inner {
             peer.send_conn = Some(conn_id);
             peer.ready = false;
             peer.flow = Some(PeerFlow::new(hello.grant, hello.max_credits));
+            peer.incarnation = hello.incarnation;
         }
         // Our grant: its quota, or what the pool has free (possibly 0: the
         // rest follows in CREDITs; the peer's HELLO gave us credits to send them with).
         let grant = net.admit(peer_addr);
         let (init, resp) = ctx.max_rd_atom;
-        let accept_hello = Hello { grant, max_credits: net.geo.peer_bufs as u16, name: Vec::new() }.encode().unwrap_or_default();
+        let accept_hello =
+            Hello { grant, max_credits: net.geo.peer_bufs as u16, incarnation: net.incarnation, name: Vec::new() }.encode().unwrap_or_default();
         let p = ConnParam {
             private_data: &accept_hello,
             responder_resources: (ev.initiator_depth as i32).min(resp).clamp(0, 255) as u8,

@@ -157,6 +157,8 @@ pub struct Peer {
     pub reads: VecDeque<ReadPiece>,
     pub rma: VecDeque<RmaOp>,
     pub next_msg_id: u64,
+    /// The peer's incarnation from its HELLO (0 until a connection told us).
+    pub incarnation: u64,
 }
 
 impl Peer {
@@ -172,6 +174,7 @@ impl Peer {
             reads: VecDeque::new(),
             rma: VecDeque::new(),
             next_msg_id: 1,
+            incarnation: 0,
         }
     }
 
@@ -287,6 +290,14 @@ pub enum OwnConn {
 /// The tie-break rule (docs/rdm-protocol.md, "Connection handshake"): between
 /// two endpoints, the connection initiated by the one with the smaller
 /// listening address (`addr_order`) is kept.
+/// Whether a connect request whose HELLO carries `incarnation` comes from a
+/// restarted process at `peer`, given the incarnation of the peer we know
+/// there (`known`, 0: not learnt yet, e.g. our own request still pending).
+/// Never for an endpoint's connection to itself.
+pub fn restarted(known: u64, incarnation: u64, local: &SocketAddr, peer: &SocketAddr) -> bool {
+    local != peer && known != 0 && known != incarnation
+}
+
 pub fn decide_request(local: &SocketAddr, peer: &SocketAddr, own: OwnConn) -> ReqDecision {
     if local == peer {
         return ReqDecision::AcceptSelf;
@@ -342,6 +353,15 @@ mod tests {
         }
         assert_eq!(wr_decode(0), None);
         assert_eq!(wr_decode(9 << 56), None);
+    }
+
+    #[test]
+    fn a_new_incarnation_is_a_restart_an_unknown_one_is_not() {
+        let (me, p) = (a("10.0.0.1:5000"), a("10.0.0.2:6000"));
+        assert!(restarted(7, 8, &me, &p), "another process on the peer's address");
+        assert!(!restarted(7, 7, &me, &p), "the same process connecting again (a duplicate)");
+        assert!(!restarted(0, 8, &me, &p), "nothing learnt yet (our own request pending)");
+        assert!(!restarted(7, 8, &me, &me), "an endpoint's connection to itself");
     }
 
     #[test]

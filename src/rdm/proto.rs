@@ -1,4 +1,4 @@
-//! The RDM wire protocol, version 2 (docs/rdm-protocol.md has the byte layout).
+//! The RDM wire protocol, version 3 (docs/rdm-protocol.md has the byte layout).
 //!
 //! Every message starts with a fixed 40-byte little-endian header. The
 //! encoding is *canonical*: every field has exactly one accepted value for a
@@ -16,7 +16,7 @@ use std::fmt;
 use crate::error::FiError;
 
 /// Protocol version carried in byte 0 of every header.
-pub const VERSION: u8 = 2;
+pub const VERSION: u8 = 3;
 /// Size of the fixed header.
 pub const HEADER_LEN: usize = 40;
 /// Size of one rendezvous segment descriptor (after an RTS header).
@@ -540,10 +540,11 @@ impl<'a> Message<'a> {
     }
 }
 
-/// Most bytes of an endpoint name a HELLO carries (HELLO_MAX_LEN - 6).
-pub const HELLO_MAX_NAME: usize = 50;
-/// Fixed part of a HELLO.
-pub const HELLO_FIXED: usize = 6;
+/// Most bytes of an endpoint name a HELLO carries (HELLO_MAX_LEN - 14; a
+/// sockaddr_in6 is 28).
+pub const HELLO_MAX_NAME: usize = 42;
+/// Fixed part of a HELLO (version 3: with the 8-byte incarnation).
+pub const HELLO_FIXED: usize = 14;
 /// Largest HELLO: fits the 56 bytes of private data an IB/RoCE connect request carries.
 pub const HELLO_MAX_LEN: usize = HELLO_FIXED + HELLO_MAX_NAME;
 
@@ -553,21 +554,30 @@ pub const HELLO_MAX_LEN: usize = HELLO_FIXED + HELLO_MAX_NAME;
 /// the sender of the HELLO has set aside for the peer, possibly 0), the most
 /// credits the sender will ever let the peer hold (`max_credits`), and the
 /// sender's endpoint name (what the peer's address vector holds for it, so the
-/// passive side can map the new QP to an fi_addr; empty in the accept).
+/// passive side can map the new QP to an fi_addr; empty in the accept), and
+/// (version 3) the sender's `incarnation`: a random non-zero number drawn
+/// when the endpoint is enabled. A request from an address whose standing
+/// connection carries another incarnation comes from a restarted peer (its
+/// disconnect was lost): the old connection is failed and the new one
+/// accepted, instead of refused as a duplicate.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Hello {
     pub grant: u16,
     pub max_credits: u16,
+    pub incarnation: u64,
     pub name: Vec<u8>,
 }
 
 impl Hello {
-    fn check(grant: u16, max_credits: u16) -> Result<(), ProtoError> {
+    fn check(grant: u16, max_credits: u16, incarnation: u64) -> Result<(), ProtoError> {
         if max_credits < super::credits::MIN_CREDITS {
             return Err(ProtoError::Field("hello max credits"));
         }
         if grant > max_credits {
             return Err(ProtoError::Field("hello grant"));
+        }
+        if incarnation == 0 {
+            return Err(ProtoError::Field("hello incarnation"));
         }
         Ok(())
     }
@@ -576,12 +586,13 @@ impl Hello {
         if self.name.len() > HELLO_MAX_NAME {
             return Err(ProtoError::TooLarge(self.name.len() as u64));
         }
-        Hello::check(self.grant, self.max_credits)?;
+        Hello::check(self.grant, self.max_credits, self.incarnation)?;
         let mut v = Vec::with_capacity(HELLO_FIXED + self.name.len());
         v.push(VERSION);
         v.push(self.name.len() as u8);
         v.extend_from_slice(&self.grant.to_le_bytes());
         v.extend_from_slice(&self.max_credits.to_le_bytes());
+        v.extend_from_slice(&self.incarnation.to_le_bytes());
         v.extend_from_slice(&self.name);
         Ok(v)
     }
@@ -609,8 +620,9 @@ impl Hello {
             return Err(ProtoError::Length { expected: (HELLO_FIXED + n) as u64, got: b.len() as u64 });
         }
         let (grant, max_credits) = (rd16(b, 2), rd16(b, 4));
-        Hello::check(grant, max_credits)?;
-        Ok(Hello { grant, max_credits, name: b[HELLO_FIXED..HELLO_FIXED + n].to_vec() })
+        let incarnation = u64::from_le_bytes(b[6..14].try_into().expect("8 bytes"));
+        Hello::check(grant, max_credits, incarnation)?;
+        Ok(Hello { grant, max_credits, incarnation, name: b[HELLO_FIXED..HELLO_FIXED + n].to_vec() })
     }
 }
 
@@ -956,9 +968,11 @@ pub(crate) mod tests {
 
     #[test]
     fn hello_roundtrip_and_validation() {
-        let h = Hello { grant: 5, max_credits: 32, name: (0..28).collect() };
+        let inc = 0x1122_3344_5566_7788u64;
+        let h = Hello { grant: 5, max_credits: 32, incarnation: inc, name: (0..28).collect() };
         let b = h.encode().unwrap();
-        assert_eq!(&b[..6], &[VERSION, 28, 5, 0, 32, 0]);
+        assert_eq!(&b[..14], &[VERSION, 28, 5, 0, 32, 0, 0x88, 0x77, 0x66, 0x55, 0x44, 0x33, 0x22, 0x11]);
+        assert_eq!(b.len(), 42);
         assert_eq!(Hello::decode(&b), Ok(h.clone()));
         // Zero padding (as rdma-cm delivers it) is accepted; anything else after the name is not.
         let mut p = b.clone();
@@ -966,27 +980,36 @@ pub(crate) mod tests {
         assert_eq!(Hello::decode(&p), Ok(h.clone()));
         p[55] = 1;
         assert!(Hello::decode(&p).is_err());
-        assert_eq!(Hello::decode(&b[..5]), Err(ProtoError::Short { need: 6, got: 5 }));
-        assert_eq!(Hello::decode(&b[..20]), Err(ProtoError::Short { need: 34, got: 20 }));
-        // A version-1 HELLO (4-byte fixed part) is told apart by its version byte.
+        assert_eq!(Hello::decode(&b[..13]), Err(ProtoError::Short { need: 14, got: 13 }));
+        assert_eq!(Hello::decode(&b[..20]), Err(ProtoError::Short { need: 42, got: 20 }));
+        // Earlier versions (a version-1 HELLO had a 4-byte fixed part, version 2
+        // no incarnation) are told apart by their version byte.
         assert_eq!(Hello::decode(&[1, 0, 32, 0]), Err(ProtoError::Version(1)));
+        assert_eq!(Hello::decode(&[2, 0, 5, 0, 32, 0]), Err(ProtoError::Version(2)));
         let mut v = b.clone();
         v[0] = 9;
         assert_eq!(Hello::decode(&v), Err(ProtoError::Version(9)));
         let mut v = b.clone();
-        v[1] = 51;
-        assert_eq!(Hello::decode(&v), Err(ProtoError::TooLarge(51)));
+        v[1] = 43;
+        assert_eq!(Hello::decode(&v), Err(ProtoError::TooLarge(43)));
         let mut v = b.clone();
         v[4..6].copy_from_slice(&2u16.to_le_bytes());
         assert!(Hello::decode(&v).is_err(), "a maximum below what the credit rules need");
         let mut v = b.clone();
         v[2..4].copy_from_slice(&33u16.to_le_bytes());
         assert_eq!(Hello::decode(&v), Err(ProtoError::Field("hello grant")), "a grant above the maximum");
+        let mut v = b.clone();
+        v[6..14].fill(0);
+        assert_eq!(Hello::decode(&v), Err(ProtoError::Field("hello incarnation")), "incarnation 0 is never drawn");
+        assert!(Hello { grant: 0, max_credits: 32, incarnation: 0, name: vec![] }.encode().is_err());
         // A zero grant is valid (the pool had nothing free).
-        let z = Hello { grant: 0, max_credits: 3, name: vec![] };
+        let z = Hello { grant: 0, max_credits: 3, incarnation: 1, name: vec![] };
         assert_eq!(Hello::decode(&z.encode().unwrap()), Ok(z));
-        assert!(Hello { grant: 0, max_credits: 32, name: vec![0; 51] }.encode().is_err());
-        assert_eq!(Hello { grant: 3, max_credits: 3, name: vec![1; HELLO_MAX_NAME] }.encode().unwrap().len(), HELLO_MAX_LEN);
+        assert!(Hello { grant: 0, max_credits: 32, incarnation: 1, name: vec![0; 43] }.encode().is_err());
+        assert_eq!(
+            Hello { grant: 3, max_credits: 3, incarnation: u64::MAX, name: vec![1; HELLO_MAX_NAME] }.encode().unwrap().len(),
+            HELLO_MAX_LEN
+        );
         assert!(HELLO_MAX_LEN <= 56);
         let mut r = Rng::new(4);
         for _ in 0..20_000 {

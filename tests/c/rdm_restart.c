@@ -1,0 +1,239 @@
+/*
+ * rdm_restart: a peer's process dies without its disconnect reaching us,
+ * and a new process starts on the same address (a DAOS engine restarting
+ * on its old URI after a crash).
+ *
+ *  - client A (an extra process) connects to the server: a message each
+ *    way (A's connect request, so the server's connection is the passive
+ *    one);
+ *  - the server drops every RoCE packet (UDP 4791) on the loopback path
+ *    with tc, SIGKILLs A and reaps it: A's kernel sends its disconnect
+ *    (DREQ) once, into the filter. The filter's drop count must grow (else
+ *    the scenario did not happen and the test fails rather than pass for
+ *    nothing); then the filter goes. The server's connection to A still
+ *    stands: nothing was outstanding on it, so nothing failed;
+ *  - A' starts on A's address and sends the server a message: its connect
+ *    request meets the standing connection. Within BOUND_MS the message
+ *    arrives from A's fi_addr (FI_SOURCE), and the server's answer to A's
+ *    fi_addr reaches A'. (Before HELLO carried an incarnation, the server
+ *    refused A''s request as a duplicate of the standing connection.)
+ *  - child 0 is a bystander connected throughout: its ping-pong before and
+ *    after must not notice.
+ */
+#include "rdm_procs.h"
+
+#define BOUND_MS 30000
+#define TAG_A 0xa
+#define TAG_A2 0xa2
+
+static struct rctx r;
+static uint8_t *buf;
+static struct fid_mr *mr;
+static void *desc;
+
+static int sh(const char *cmd)
+{
+	int rc = system(cmd);
+	logmsg("$ %s -> %d", cmd, rc);
+	return rc;
+}
+
+/* Packets the loopback's root qdisc dropped so far ("dropped N"). */
+static long lo_dropped(void)
+{
+	FILE *f = popen("tc -s qdisc show dev lo 2>&1", "r");
+	if (!f)
+		fail("popen(tc) failed");
+	char line[512];
+	long n = -1;
+	while (fgets(line, sizeof(line), f)) {
+		char *p = strstr(line, "dropped ");
+		if (p && n < 0)
+			n = strtol(p + 8, NULL, 10);
+	}
+	pclose(f);
+	return n;
+}
+
+static void wait_tx(struct fid_cq *cq, void *ctx, const char *what)
+{
+	rdm_expect(cq, ctx, FI_SEND, NULL, what);
+}
+
+/* Receive one message from `from` (tag) within the bound; checks data and source. */
+static void recv_one(fi_addr_t from, uint64_t tag, size_t len, uint32_t seed, const char *what)
+{
+	memset(buf, 0, len);
+	RETRY(&r, fi_trecv(r.ep, buf, len, desc, from, tag, 0, (void *)0x77));
+	struct fi_cq_tagged_entry e;
+	fi_addr_t src = rdm_expect(r.rxcq, (void *)0x77, FI_RECV | FI_TAGGED, &e, what);
+	EXPECT(src == from && e.len == len && e.tag == tag, "%s: src %#llx len %zu tag %#llx", what,
+	       (unsigned long long)src, e.len, (unsigned long long)e.tag);
+	expect_pattern(buf, len, seed, what);
+}
+
+static void send_one(fi_addr_t to, uint64_t tag, size_t len, uint32_t seed, const char *what)
+{
+	uint8_t *p = buf + (1 << 19);
+	fill_pattern(p, len, seed);
+	RETRY(&r, fi_tsend(r.ep, p, len, desc, to, tag, (void *)0x78));
+	wait_tx(r.txcq, (void *)0x78, what);
+}
+
+static void pingpong_b(fi_addr_t fb, int round)
+{
+	char w[64];
+	snprintf(w, sizeof(w), "bystander round %d", round);
+	recv_one(fb, 0xb, 1000, 7000 + round, w);
+	send_one(fb, 0xb, 1000, 8000 + round, w);
+}
+
+static void server(void)
+{
+	char nb[64], na[64];
+	chan_send_name(0, r.name, r.namelen);
+	chan_send_name(1, r.name, r.namelen);
+	chan_recv_name(0, nb, sizeof(nb));
+	size_t la = chan_recv_name(1, na, sizeof(na));
+	fi_addr_t fb = av_insert_one(r.av, nb);
+	fi_addr_t fa = av_insert_one(r.av, na);
+
+	pingpong_b(fb, 0);
+	/* A connects (its request) and gets an answer */
+	recv_one(fa, TAG_A, 2000, 5000, "A's message");
+	send_one(fa, TAG_A, 2000, 5001, "answer to A");
+	chan_wait(1, 1); /* A has the answer */
+
+	/* A dies; its disconnect goes into the filter */
+	sh("tc qdisc del dev lo root 2>/dev/null");
+	if (sh("tc qdisc add dev lo root handle 1: prio") ||
+	    sh("tc filter add dev lo parent 1: protocol ip prio 1 u32 match ip protocol 17 0xff "
+	       "match ip dport 4791 0xffff action drop"))
+		fail("cannot install the tc filter that drops RoCE packets");
+	long d0 = lo_dropped();
+	kill(xprocs[1].pid, SIGKILL);
+	xprocs[1].reaped = true;
+	int st;
+	EXPECT(waitpid(xprocs[1].pid, &st, 0) == xprocs[1].pid && WIFSIGNALED(st), "A did not die of SIGKILL (%#x)", st);
+	sleep_ms(1500); /* the DREQ and whatever retries it gets, all dropped */
+	long d1 = lo_dropped();
+	sh("tc qdisc del dev lo root");
+	logmsg("A killed; the filter dropped %ld RoCE packets meanwhile", d1 - d0);
+	EXPECT(d0 >= 0 && d1 > d0, "the filter dropped nothing (%ld -> %ld): A's disconnect was not lost, no test", d0, d1);
+
+	/* the bystander did not notice */
+	pingpong_b(fb, 1);
+
+	/* A' on A's address */
+	chan_send_name(2, na, la);
+	chan_send_name(2, r.name, r.namelen);
+	uint64_t t0 = now_ms();
+	recv_one(fa, TAG_A2, 3000, 9000, "A''s message");
+	send_one(fa, TAG_A2, 3000, 9001, "answer to A'");
+	uint64_t t1 = now_ms() - t0;
+	chan_wait(2, 1);
+	EXPECT(t1 < BOUND_MS, "A' served after %llu ms", (unsigned long long)t1);
+	logmsg("A' on A's address served %llu ms after it was told to start", (unsigned long long)t1);
+
+	pingpong_b(fb, 2);
+	chan_signal(0, 1);
+	rdm_progress_start(&r);
+	chan_wait(2, 2);
+	chan_wait(0, 2);
+	xwait_all();
+	rdm_progress_stop();
+}
+
+static void client_b(void)
+{
+	char sn[64];
+	chan_recv_name(0, sn, sizeof(sn));
+	chan_send_name(0, r.name, r.namelen);
+	fi_addr_t srv = av_insert_one(r.av, sn);
+	for (int k = 0; k < 3; k++) {
+		char w[64];
+		snprintf(w, sizeof(w), "bystander round %d", k);
+		send_one(srv, 0xb, 1000, 7000 + k, w);
+		recv_one(srv, 0xb, 1000, 8000 + k, w);
+	}
+	chan_wait(0, 1);
+	rdm_progress_start(&r);
+	chan_signal(0, 2);
+	sleep_ms(300);
+	rdm_progress_stop();
+}
+
+static void client_a(void)
+{
+	char sn[64];
+	chan_recv_name(CHAN_SELF, sn, sizeof(sn));
+	chan_send_name(CHAN_SELF, r.name, r.namelen);
+	fi_addr_t srv = av_insert_one(r.av, sn);
+	send_one(srv, TAG_A, 2000, 5000, "A's message");
+	recv_one(srv, TAG_A, 2000, 5001, "answer to A");
+	chan_signal(CHAN_SELF, 1);
+	for (;;) /* until SIGKILL; no progress calls */
+		pause();
+}
+
+static void client_a2(void)
+{
+	char na[64], ns[64];
+	size_t la = chan_recv_name(CHAN_SELF, na, sizeof(na));
+	chan_recv_name(CHAN_SELF, ns, sizeof(ns));
+	const struct sockaddr_in *sin = (const void *)na;
+	char host[64], svc[16];
+	inet_ntop(AF_INET, &sin->sin_addr, host, sizeof(host));
+	snprintf(svc, sizeof(svc), "%u", ntohs(sin->sin_port));
+	memset(&r, 0, sizeof(r));
+	r.hints = rdm_hints(FI_MSG | FI_TAGGED | FI_SOURCE | FI_DIRECTED_RECV);
+	CHK(fi_getinfo(API_VERSION, host, svc, FI_SOURCE, r.hints, &r.info));
+	CHK(fi_fabric(r.info->fabric_attr, &r.fabric, NULL));
+	CHK(fi_domain(r.fabric, r.info, &r.domain, NULL));
+	rdm_open_ep(&r);
+	EXPECT(r.namelen == la && !memcmp(r.name, na, la), "A' is not on A's address %s:%s", host, svc);
+	fi_addr_t srv = av_insert_one(r.av, ns);
+	buf = alloc_buf(1 << 20);
+	mr = rdm_mr_reg(&r, buf, 1 << 20, FI_SEND | FI_RECV);
+	desc = fi_mr_desc(mr);
+	send_one(srv, TAG_A2, 3000, 9000, "A''s message");
+	recv_one(srv, TAG_A2, 3000, 9001, "answer to A'");
+	chan_signal(CHAN_SELF, 1);
+	logmsg("A': ok");
+	rdm_progress_start(&r);
+	chan_signal(CHAN_SELF, 2);
+	sleep_ms(300);
+	rdm_progress_stop();
+	mr_close(mr);
+	rdm_close(&r);
+	free(buf);
+	child_done();
+}
+
+int main(void)
+{
+	bool srv = test_start("rdm_restart");
+	int role = 0; /* 0 server or bystander, 1 A, 2 A' */
+	if (srv) {
+		if (xspawn() == 0) {
+			srv = false;
+			role = 1;
+		} else if (xspawn() == 0) {
+			srv = false;
+			role = 2;
+		}
+	}
+	if (role == 2)
+		client_a2(); /* opens nothing before A is dead */
+	rdm_open(&r, FI_MSG | FI_TAGGED | FI_SOURCE | FI_DIRECTED_RECV);
+	buf = alloc_buf(1 << 20);
+	mr = rdm_mr_reg(&r, buf, 1 << 20, FI_SEND | FI_RECV);
+	desc = fi_mr_desc(mr);
+	if (srv)
+		server();
+	else if (role == 1)
+		client_a();
+	else
+		client_b();
+	rdm_test_end(srv, &r, mr, buf);
+}
