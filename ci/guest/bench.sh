@@ -48,7 +48,7 @@ ip="$LAB_IP"
 # for every rxm contender, so all run alike.
 ENV_rsverbs="FI_PROVIDER_PATH=$PROV"
 # BENCH_BEFORE_PROV: a directory holding another librsverbs-fi.so (e.g. the
-# build before a hot-path change): contender rsverbs_before, MSG only.
+# build before a hot-path change): contender rsverbs_before, MSG and native RDM.
 ENV_rsverbs_before="FI_PROVIDER_PATH=${BENCH_BEFORE_PROV:-/nonexistent}"
 ENV_verbs="-u FI_PROVIDER_PATH FI_VERBS_IFACE=${LAB_NETDEV:-dummy0}"
 ENV_rsverbs_rxm="FI_PROVIDER_PATH=$PROV FI_UNIVERSE_SIZE=64"
@@ -205,6 +205,7 @@ for r in $(seq 1 "$BENCH_ROUNDS"); do
   # latency, RDM
   for m in msg tagged; do
     pp rsverbs rdm "$m" "$r"
+    [ -n "${BENCH_BEFORE_PROV:-}" ] && pp rsverbs_before rdm "$m" "$r"
     pp verbs_rxm rdm "$m" "$r"
     pp rsverbs_rxm rdm "$m" "$r"
     pp tcp_rxm rdm "$m" "$r"
@@ -215,10 +216,12 @@ for r in $(seq 1 "$BENCH_ROUNDS"); do
   fb verbs msg "$r"
   [ -n "${BENCH_BEFORE_PROV:-}" ] && fb rsverbs_before msg "$r"
   fb rsverbs rdm "$r"
+  [ -n "${BENCH_BEFORE_PROV:-}" ] && fb rsverbs_before rdm "$r"
   fb verbs_rxm rdm "$r"
   fb rsverbs_rxm rdm "$r"
   fb tcp_rxm rdm "$r"
   flat rsverbs rdm tagged "$r"
+  [ -n "${BENCH_BEFORE_PROV:-}" ] && flat rsverbs_before rdm tagged "$r"
   flat verbs_rxm rdm tagged "$r"
   for op in send write read; do perf_bw "$op" "$r"; done
   # scale once, after the first round (so a short budget still measures it)

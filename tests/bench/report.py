@@ -27,6 +27,7 @@ LABELS = {
     "rsverbs_before.msg": "rsverbs MSG (before the change)",
     "verbs.msg": "libfabric verbs MSG",
     "rsverbs.rdm": "rsverbs RDM (native)",
+    "rsverbs_before.rdm": "rsverbs RDM (before the change)",
     "verbs_rxm.rdm": "libfabric verbs;ofi_rxm",
     "rsverbs_rxm.rdm": "verbs;ofi_rxm over rsverbs MSG",
     "tcp_rxm.rdm": "libfabric tcp;ofi_rxm",
@@ -531,12 +532,14 @@ def main():
     g.append("### RDM latency (µs, half round trip, fi_pingpong -e rdm, median of rounds)")
     g.append("")
     cols = []
-    for c in ("rsverbs", "verbs_rxm", "rsverbs_rxm", "tcp_rxm"):
+    for c in ("rsverbs", "rsverbs_before", "verbs_rxm", "rsverbs_rxm", "tcp_rxm"):
         for m in ("msg", "tagged"):
             cols.append(("lat.%s.rdm.%s" % (c, m), "%s %s" % (LABELS[c + ".rdm"], m)))
     g.append(lat_table(series, cols, [("lat.rsverbs.rdm.msg", "lat.verbs_rxm.rdm.msg", "native ÷ verbs;ofi_rxm (msg)"),
                                       ("lat.rsverbs.rdm.tagged", "lat.verbs_rxm.rdm.tagged",
                                        "native ÷ verbs;ofi_rxm (tagged)"),
+                                      ("lat.rsverbs_before.rdm.msg", "lat.verbs_rxm.rdm.msg",
+                                       "before ÷ verbs;ofi_rxm (msg)"),
                                       ("lat.rsverbs.rdm.msg", "lat.tcp_rxm.rdm.msg", "native ÷ tcp;ofi_rxm (msg)")],
                        POW2))
     g.append("")
@@ -548,7 +551,7 @@ def main():
     g.append("")
     cols = [("med.perftest.send", "ib_send_lat"), ("med.rsverbs.msg", "rsverbs MSG"),
             ("med.rsverbs_before.msg", "rsverbs MSG before"), ("med.verbs.msg", "libfabric verbs MSG")]
-    for c in ("rsverbs", "verbs_rxm", "rsverbs_rxm", "tcp_rxm"):
+    for c in ("rsverbs", "rsverbs_before", "verbs_rxm", "rsverbs_rxm", "tcp_rxm"):
         for m in ("msg", "tagged"):
             if "med.%s.rdm.%s" % (c, m) in series:
                 cols.append(("med.%s.rdm.%s" % (c, m), "%s %s" % (LABELS[c + ".rdm"], m)))
@@ -557,7 +560,9 @@ def main():
                                       ("med.rsverbs_before.msg", "med.verbs.msg", "before ÷ libfabric verbs"),
                                       ("med.rsverbs.rdm.msg", "med.verbs_rxm.rdm.msg", "native ÷ verbs;ofi_rxm (msg)"),
                                       ("med.rsverbs.rdm.tagged", "med.verbs_rxm.rdm.tagged",
-                                       "native ÷ verbs;ofi_rxm (tagged)")], POW2))
+                                       "native ÷ verbs;ofi_rxm (tagged)"),
+                                      ("med.rsverbs_before.rdm.msg", "med.verbs_rxm.rdm.msg",
+                                       "before ÷ verbs;ofi_rxm (msg)")], POW2))
     g.append("")
     g.append("### Latency minima (µs, half round trip: fastest round trip of each run, fi_bw -m lat; "
              "median over rounds)")
@@ -570,14 +575,15 @@ def main():
                          ("med.rsverbs.msg", "med.verbs.msg", "rsverbs ÷ libfabric verbs"),
                          ("med.rsverbs_before.msg", "med.verbs.msg", "before ÷ libfabric verbs"),
                          ("med.rsverbs.rdm.msg", "med.verbs_rxm.rdm.msg", "native ÷ verbs;ofi_rxm (msg)"),
-                         ("med.rsverbs.rdm.tagged", "med.verbs_rxm.rdm.tagged", "native ÷ verbs;ofi_rxm (tagged)")]],
+                         ("med.rsverbs.rdm.tagged", "med.verbs_rxm.rdm.tagged", "native ÷ verbs;ofi_rxm (tagged)"),
+                         ("med.rsverbs_before.rdm.msg", "med.verbs_rxm.rdm.msg", "before ÷ verbs;ofi_rxm (msg)")]],
                        POW2))
     g.append("")
     for op in ("send", "write", "read"):
         g.append("### Bandwidth, %s (MB/s = 10^6 B/s, median of rounds)" % op)
         g.append("")
         cols = [("bw.perftest.%s" % op, "ib_%s_bw" % op)]
-        for c in ("rsverbs.msg", "rsverbs_before.msg", "verbs.msg", "rsverbs.rdm", "verbs_rxm.rdm",
+        for c in ("rsverbs.msg", "rsverbs_before.msg", "verbs.msg", "rsverbs.rdm", "rsverbs_before.rdm", "verbs_rxm.rdm",
                   "rsverbs_rxm.rdm", "tcp_rxm.rdm"):
             cols.append(("bw.%s.%s" % (c, op), LABELS[c]))
         g.append(lat_table(series, cols, [("bw.rsverbs.msg.%s" % op, "bw.perftest.%s" % op, "rsverbs MSG ÷ perftest"),
