@@ -193,6 +193,18 @@ for entry in "${CTESTS[@]}"; do
   run_ctest "$name" "${parts[@]:1}"
 done
 
+# ---- rdm_restart's scenario happened: the server ignored A's disconnect -----
+# (fault injection) and then recognised A' as a restarted peer (HELLO
+# incarnation). Without both lines the test proved nothing.
+if selected rdm_restart && [ -f "$LAB_OUT/rdm_restart.log" ]; then
+  rc=0
+  grep -q "ignoring DISCONNECTED from" "$LAB_OUT/rdm_restart.log" ||
+    { echo "rdm_restart_log: no 'ignoring DISCONNECTED' line (the fault was not injected)"; rc=1; }
+  grep -Eq "restarted \(incarnation 0x[0-9a-f]+, was 0x[0-9a-f]+\): failing its old connection" "$LAB_OUT/rdm_restart.log" ||
+    { echo "rdm_restart_log: no 'restarted (incarnation ...)' line"; rc=1; }
+  record rdm_restart_log "$rc"
+fi
+
 # ---- RNR timer: every connected QP advertises FI_VERBS_MIN_RNR_TIMER --------
 # rdma-cm leaves min_rnr_timer at 0 (655 ms per RNR retry); rsverbs sets the
 # configured value (default 12 = 0.64 ms) once a connection is up and logs

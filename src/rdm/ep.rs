@@ -34,7 +34,7 @@ use super::srq::{Arrival, Bank, Share};
 use super::matching::{Action, Body, Delivery, Incoming, Kind, Matcher, RecvRequest};
 use super::peer::*;
 use super::proto::{self, Envelope, Hello, Message, Segment};
-use super::RdmConfig;
+use super::{RdmConfig, FAULT_LOSE_DISCONNECT_ENV};
 use crate::av::Av;
 use crate::capi::consts::*;
 use crate::capi::rdm_mem::{copy_to_iovs, sub_iov, RegBuf};
@@ -1988,6 +1988,9 @@ impl Inner {
                 tracing::info!("rdm: connection to {addr} failed (status {})", ev.status);
                 self.conn_failed(conn_id, FI_ECONNABORTED);
             }
+            CmEventKind::Disconnected if ctx.cfg.lose_disconnect => {
+                tracing::warn!("rdm: ignoring DISCONNECTED from {addr} (conn {conn_id}): {FAULT_LOSE_DISCONNECT_ENV}");
+            }
             CmEventKind::Disconnected | CmEventKind::DeviceRemoval => {
                 // Take what already arrived before tearing the connection down.
                 self.poll_cq();
@@ -2023,7 +2026,7 @@ impl Inner {
             // The peer's process is new, its old one gone without a
             // disconnect reaching us (a lost DREQ: crash, partition). What
             // was owed to the old one fails; the new one is a new peer.
-            tracing::info!(
+            tracing::warn!(
                 "rdm: {peer_addr} restarted (incarnation {:#x}, was {:#x}): failing its old connection",
                 hello.incarnation,
                 old.incarnation

@@ -55,6 +55,12 @@ pub const PEER_CREDITS_ENV: &str = "FI_RSVERBS_PEER_CREDITS";
 pub const SRQ_SIZE_ENV: &str = "FI_RSVERBS_SRQ_SIZE";
 /// Environment variable: send slots (staging buffers) of an RDM endpoint.
 pub const SEND_SLOTS_ENV: &str = "FI_RSVERBS_SEND_SLOTS";
+/// Fault injection, for tests: `1` makes RDM endpoints ignore rdma-cm
+/// DISCONNECTED events, as if every peer's DREQ were lost on the wire (a
+/// crashed host, a partition). Soft-RoCE delivers packets between its own
+/// addresses inside the kernel, past any packet filter, so the lab cannot
+/// lose a DREQ otherwise. Logged at warning level when set.
+pub const FAULT_LOSE_DISCONNECT_ENV: &str = "FI_RSVERBS_FAULT_LOSE_DISCONNECT";
 /// Smallest shared pool (room for the floors of a few peers).
 pub const MIN_SRQ_SIZE: u32 = 16;
 /// Default send slots per endpoint.
@@ -74,11 +80,19 @@ pub struct RdmConfig {
     pub srq_size: Option<u32>,
     /// Send slots of an endpoint, shared by its connections.
     pub send_slots: usize,
+    /// `FAULT_LOSE_DISCONNECT_ENV`: ignore DISCONNECTED (tests only).
+    pub lose_disconnect: bool,
 }
 
 impl Default for RdmConfig {
     fn default() -> Self {
-        RdmConfig { eager_size: DEFAULT_EAGER_SIZE, credits: CreditConfig::default(), srq_size: None, send_slots: DEFAULT_SEND_SLOTS }
+        RdmConfig {
+            eager_size: DEFAULT_EAGER_SIZE,
+            credits: CreditConfig::default(),
+            srq_size: None,
+            send_slots: DEFAULT_SEND_SLOTS,
+            lose_disconnect: false,
+        }
     }
 }
 
@@ -124,7 +138,11 @@ impl RdmConfig {
             None => DEFAULT_SEND_SLOTS,
             Some(n) => (n.min(1 << 16) as usize).max(MIN_SEND_SLOTS),
         };
-        RdmConfig { eager_size, credits, srq_size, send_slots }
+        let lose_disconnect = num(FAULT_LOSE_DISCONNECT_ENV).is_some_and(|n| n != 0);
+        if lose_disconnect {
+            tracing::warn!("{FAULT_LOSE_DISCONNECT_ENV} is set: RDM endpoints ignore disconnects (fault injection)");
+        }
+        RdmConfig { eager_size, credits, srq_size, send_slots, lose_disconnect }
     }
 
     /// The shared pool's size for an endpoint with `rx_size` (None: no SRQ).
@@ -190,6 +208,9 @@ mod tests {
 
         let c = RdmConfig::from_lookup(lookup(&[]));
         assert_eq!((c.srq_size, c.send_slots), (None, DEFAULT_SEND_SLOTS));
+        assert!(!c.lose_disconnect, "fault injection is off unless asked");
+        assert!(RdmConfig::from_lookup(lookup(&[(FAULT_LOSE_DISCONNECT_ENV, "1")])).lose_disconnect);
+        assert!(!RdmConfig::from_lookup(lookup(&[(FAULT_LOSE_DISCONNECT_ENV, "0")])).lose_disconnect);
         assert_eq!(c.pool_size(384), Some(384), "the pool follows rx_size");
         assert_eq!(c.pool_size(4), Some(MIN_SRQ_SIZE));
         let c = RdmConfig::from_lookup(lookup(&[(SRQ_SIZE_ENV, "0"), (SEND_SLOTS_ENV, "1")]));
