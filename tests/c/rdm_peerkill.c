@@ -23,7 +23,6 @@
  */
 #include "rdm_procs.h"
 
-#include <netdb.h>
 
 #define BOUND_MS 30000
 #define NRA 64      /* receives bound to A */
@@ -347,24 +346,7 @@ static void client_a(fi_addr_t srv)
 
 static void client_a2(void)
 {
-	char na[64], ns[64];
-	size_t la = chan_recv_name(CHAN_SELF, na, sizeof(na));
-	chan_recv_name(CHAN_SELF, ns, sizeof(ns));
-	const struct sockaddr_in *sin = (const void *)na;
-	char host[64], svc[16];
-	inet_ntop(AF_INET, &sin->sin_addr, host, sizeof(host));
-	snprintf(svc, sizeof(svc), "%u", ntohs(sin->sin_port));
-	memset(&r, 0, sizeof(r));
-	r.hints = rdm_hints(FI_MSG | FI_TAGGED | FI_SOURCE | FI_DIRECTED_RECV);
-	CHK(fi_getinfo(API_VERSION, host, svc, FI_SOURCE, r.hints, &r.info));
-	CHK(fi_fabric(r.info->fabric_attr, &r.fabric, NULL));
-	CHK(fi_domain(r.fabric, r.info, &r.domain, NULL));
-	rdm_open_ep(&r);
-	EXPECT(r.namelen == la && !memcmp(r.name, na, la), "A' is not on A's address %s:%s", host, svc);
-	fi_addr_t srv = av_insert_one(r.av, ns);
-	buf = alloc_buf(1 << 20);
-	mr = rdm_mr_reg(&r, buf, 1 << 20, FI_SEND | FI_RECV);
-	desc = fi_mr_desc(mr);
+	fi_addr_t srv = rdm_open_restarted(&r, FI_MSG | FI_TAGGED | FI_SOURCE | FI_DIRECTED_RECV, 1 << 20, &buf, &mr, &desc);
 	memset(buf, 0, 1 << 20);
 	RETRY(&r, fi_recv(r.ep, buf, 8192, desc, srv, (void *)0x1));
 	RETRY(&r, fi_recv(r.ep, buf + 8192, 200000, desc, srv, (void *)0x2));
@@ -380,29 +362,13 @@ static void client_a2(void)
 	RETRY(&r, fi_tsend(r.ep, buf + 300000, 5000, desc, srv, TAG_A2, (void *)0x3));
 	rdm_expect(r.txcq, (void *)0x3, FI_SEND, NULL, "A': reply");
 	logmsg("A': ok");
-	rdm_progress_start(&r);
-	chan_signal(CHAN_SELF, 2);
-	sleep_ms(500);
-	rdm_progress_stop();
-	mr_close(mr);
-	rdm_close(&r);
-	free(buf);
-	child_done();
+	xclient_end(&r, mr, buf, 2, 500);
 }
 
 int main(void)
 {
 	bool srv = test_start("rdm_peerkill");
-	int role = 0; /* 0 server or B, 1 A, 2 A' */
-	if (srv) {
-		if (xspawn() == 0) {
-			srv = false;
-			role = 1;
-		} else if (xspawn() == 0) {
-			srv = false;
-			role = 2;
-		}
-	}
+	int role = xspawn_two(&srv); /* 0 server or B, 1 A, 2 A' */
 	if (role == 2)
 		client_a2(); /* opens nothing before A is dead */
 	rdm_open(&r, FI_MSG | FI_TAGGED | FI_SOURCE | FI_DIRECTED_RECV);

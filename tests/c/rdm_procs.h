@@ -21,6 +21,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
+#include <arpa/inet.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 
@@ -210,6 +211,68 @@ static inline fi_addr_t av_insert_one(struct fid_av *av, const void *name)
 	int n = (int)CHK(fi_av_insert(av, name, 1, &a, 0, NULL));
 	EXPECT(n == 1 && a != FI_ADDR_NOTAVAIL, "fi_av_insert: %d, fi_addr %#llx", n, (unsigned long long)a);
 	return a;
+}
+
+/* An extra client standing in for a dead one: the server sends it the dead
+ * client's endpoint name (IPv4) and its own. Opens an endpoint on the dead
+ * one's address (fi_getinfo(node, service, FI_SOURCE); its name must be the
+ * same), inserts the server, allocates and registers `blen` bytes. Returns
+ * the server's fi_addr. */
+static inline fi_addr_t rdm_open_restarted(struct rctx *r, uint64_t caps, size_t blen, uint8_t **buf, struct fid_mr **mr,
+					   void **desc)
+{
+	char name[64], srv[64];
+	size_t namelen = chan_recv_name(CHAN_SELF, name, sizeof(name));
+	chan_recv_name(CHAN_SELF, srv, sizeof(srv));
+	const struct sockaddr_in *sin = (const void *)name;
+	char host[64], svc[16];
+	inet_ntop(AF_INET, &sin->sin_addr, host, sizeof(host));
+	snprintf(svc, sizeof(svc), "%u", ntohs(sin->sin_port));
+	memset(r, 0, sizeof(*r));
+	r->hints = rdm_hints(caps);
+	CHK(fi_getinfo(API_VERSION, host, svc, FI_SOURCE, r->hints, &r->info));
+	CHK(fi_fabric(r->info->fabric_attr, &r->fabric, NULL));
+	CHK(fi_domain(r->fabric, r->info, &r->domain, NULL));
+	rdm_open_ep(r);
+	EXPECT(r->namelen == namelen && !memcmp(r->name, name, namelen), "the new endpoint is not on %s:%s", host, svc);
+	fi_addr_t s = av_insert_one(r->av, srv);
+	*buf = alloc_buf(blen);
+	*mr = rdm_mr_reg(r, *buf, blen, FI_SEND | FI_RECV);
+	*desc = fi_mr_desc(*mr);
+	return s;
+}
+
+/* The server forks two extra clients. Returns the caller's role: 0 in the
+ * server and in child 0 (*srv tells them apart), 1 and 2 in the extra ones
+ * (where *srv becomes false). */
+static inline int xspawn_two(bool *srv)
+{
+	if (!*srv)
+		return 0;
+	if (xspawn() == 0) {
+		*srv = false;
+		return 1;
+	}
+	if (xspawn() == 0) {
+		*srv = false;
+		return 2;
+	}
+	return 0;
+}
+
+/* An extra client's last steps: tell the server (tag `tag`), keep making
+ * progress for `ms` (the server may still be reading our memory), close and
+ * exit. */
+static inline __attribute__((noreturn)) void xclient_end(struct rctx *r, struct fid_mr *mr, void *buf, uint8_t tag, int ms)
+{
+	rdm_progress_start(r);
+	chan_signal(CHAN_SELF, tag);
+	sleep_ms(ms);
+	rdm_progress_stop();
+	mr_close(mr);
+	rdm_close(r);
+	free(buf);
+	child_done();
 }
 
 #endif

@@ -154,51 +154,18 @@ static void client_a(void)
 
 static void client_a2(void)
 {
-	char na[64], ns[64];
-	size_t la = chan_recv_name(CHAN_SELF, na, sizeof(na));
-	chan_recv_name(CHAN_SELF, ns, sizeof(ns));
-	const struct sockaddr_in *sin = (const void *)na;
-	char host[64], svc[16];
-	inet_ntop(AF_INET, &sin->sin_addr, host, sizeof(host));
-	snprintf(svc, sizeof(svc), "%u", ntohs(sin->sin_port));
-	memset(&r, 0, sizeof(r));
-	r.hints = rdm_hints(FI_MSG | FI_TAGGED | FI_SOURCE | FI_DIRECTED_RECV);
-	CHK(fi_getinfo(API_VERSION, host, svc, FI_SOURCE, r.hints, &r.info));
-	CHK(fi_fabric(r.info->fabric_attr, &r.fabric, NULL));
-	CHK(fi_domain(r.fabric, r.info, &r.domain, NULL));
-	rdm_open_ep(&r);
-	EXPECT(r.namelen == la && !memcmp(r.name, na, la), "A' is not on A's address %s:%s", host, svc);
-	fi_addr_t srv = av_insert_one(r.av, ns);
-	buf = alloc_buf(1 << 20);
-	mr = rdm_mr_reg(&r, buf, 1 << 20, FI_SEND | FI_RECV);
-	desc = fi_mr_desc(mr);
+	fi_addr_t srv = rdm_open_restarted(&r, FI_MSG | FI_TAGGED | FI_SOURCE | FI_DIRECTED_RECV, 1 << 20, &buf, &mr, &desc);
 	send_one(srv, TAG_A2, 3000, 9000, "A''s message");
 	recv_one(srv, TAG_A2, 3000, 9001, "answer to A'");
 	chan_signal(CHAN_SELF, 1);
 	logmsg("A': ok");
-	rdm_progress_start(&r);
-	chan_signal(CHAN_SELF, 2);
-	sleep_ms(300);
-	rdm_progress_stop();
-	mr_close(mr);
-	rdm_close(&r);
-	free(buf);
-	child_done();
+	xclient_end(&r, mr, buf, 2, 300);
 }
 
 int main(void)
 {
 	bool srv = test_start("rdm_restart");
-	int role = 0; /* 0 server or bystander, 1 A, 2 A' */
-	if (srv) {
-		if (xspawn() == 0) {
-			srv = false;
-			role = 1;
-		} else if (xspawn() == 0) {
-			srv = false;
-			role = 2;
-		}
-	}
+	int role = xspawn_two(&srv); /* 0 server or bystander, 1 A, 2 A' */
 	if (role == 2)
 		client_a2(); /* opens nothing before A is dead */
 	if (srv) {
