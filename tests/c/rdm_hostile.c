@@ -60,7 +60,7 @@ static void hdr(uint8_t *b, uint8_t op, uint16_t flags, uint16_t credits, uint16
 		uint64_t msg_id, uint64_t len)
 {
 	memset(b, 0, HDR);
-	b[0] = 2; /* protocol version 2 */
+	b[0] = 3; /* protocol version 3 */
 	b[1] = op;
 	put16(b + 2, flags);
 	put16(b + 4, credits);
@@ -246,17 +246,19 @@ static void atk_connect(struct atk *a)
 	for (int i = 0; i < A_RECVS; i++)
 		atk_post_recv(a, i);
 
-	/* HELLO (protocol version 2): version, name_len, grant (credits we give
-	 * the victim), max_credits (the most it may hold), name = a sockaddr_in
-	 * of ours (nobody listens there: the victim never needs to connect back). */
-	uint8_t hello[6 + sizeof(struct sockaddr_in)];
+	/* HELLO (protocol version 3): version, name_len, grant (credits we give
+	 * the victim), max_credits (the most it may hold), incarnation (non-zero),
+	 * name = a sockaddr_in of ours (nobody listens there: the victim never
+	 * needs to connect back). */
+	uint8_t hello[14 + sizeof(struct sockaddr_in)];
 	struct sockaddr_in me = *(struct sockaddr_in *)rdma_get_local_addr(a->id);
 	me.sin_port = htons(9);
-	hello[0] = 2;
+	hello[0] = 3;
 	hello[1] = sizeof(me);
 	put16(hello + 2, A_RECVS);
 	put16(hello + 4, A_RECVS);
-	memcpy(hello + 6, &me, sizeof(me));
+	put64(hello + 6, 0x0123456789abcdefull ^ (uint64_t)getpid());
+	memcpy(hello + 14, &me, sizeof(me));
 	struct rdma_conn_param cp = {.private_data = hello, .private_data_len = sizeof(hello),
 				     .responder_resources = 4, .initiator_depth = 4, .retry_count = 7,
 				     .rnr_retry_count = 7};
@@ -266,7 +268,7 @@ static void atk_connect(struct atk *a)
 	if (!ev || ev->event != RDMA_CM_EVENT_ESTABLISHED)
 		fail("connect: %s (status %d)", ev ? rdma_event_str(ev->event) : "no event", ev ? ev->status : 0);
 	const uint8_t *pd = ev->param.conn.private_data;
-	if (!pd || ev->param.conn.private_data_len < 6 || pd[0] != 2 || pd[1] != 0)
+	if (!pd || ev->param.conn.private_data_len < 14 || pd[0] != 3 || pd[1] != 0)
 		fail("the victim's accept carries no valid HELLO");
 	a->victim_bufs = get16(pd + 2); /* its grant */
 	rdma_ack_cm_event(ev);
@@ -327,7 +329,7 @@ static void garbage(struct atk *a)
 	atk_send_ok(a, 10, "short");
 	/* bad version */
 	eager_msg(a, 0, 8, 9);
-	b[0] = 1; /* the old version: this side speaks 2 */
+	b[0] = 2; /* the old version: this side speaks 3 */
 	atk_send_ok(a, HDR + 8, "bad version");
 	/* unknown ops */
 	eager_msg(a, 0, 8, 9);
