@@ -42,6 +42,8 @@
 
 /* ---- wire format (docs/rdm-protocol.md) -------------------------------- */
 
+/* The RDM wire protocol version this attacker speaks (docs/rdm-protocol.md). */
+#define PROTO_VERSION 3
 enum { OP_EAGER = 1, OP_RTS = 2, OP_FIN = 3, OP_NACK = 4, OP_CREDIT = 5 };
 
 static void put16(uint8_t *b, uint16_t v) { b[0] = v; b[1] = v >> 8; }
@@ -60,7 +62,7 @@ static void hdr(uint8_t *b, uint8_t op, uint16_t flags, uint16_t credits, uint16
 		uint64_t msg_id, uint64_t len)
 {
 	memset(b, 0, HDR);
-	b[0] = 3; /* protocol version 3 */
+	b[0] = PROTO_VERSION;
 	b[1] = op;
 	put16(b + 2, flags);
 	put16(b + 4, credits);
@@ -138,7 +140,7 @@ static void atk_post_recv(struct atk *a, int i)
 static void atk_on_recv(struct atk *a, struct ibv_wc *wc)
 {
 	const uint8_t *m = a->rbuf + wc->wr_id * A_RSLOT;
-	if (wc->byte_len >= HDR && m[0] == 2) {
+	if (wc->byte_len >= HDR && m[0] == PROTO_VERSION) {
 		if (m[1] == OP_FIN) {
 			a->fins++;
 			a->last_fin_id = get64(m + 24);
@@ -253,7 +255,7 @@ static void atk_connect(struct atk *a)
 	uint8_t hello[14 + sizeof(struct sockaddr_in)];
 	struct sockaddr_in me = *(struct sockaddr_in *)rdma_get_local_addr(a->id);
 	me.sin_port = htons(9);
-	hello[0] = 3;
+	hello[0] = PROTO_VERSION;
 	hello[1] = sizeof(me);
 	put16(hello + 2, A_RECVS);
 	put16(hello + 4, A_RECVS);
@@ -268,7 +270,7 @@ static void atk_connect(struct atk *a)
 	if (!ev || ev->event != RDMA_CM_EVENT_ESTABLISHED)
 		fail("connect: %s (status %d)", ev ? rdma_event_str(ev->event) : "no event", ev ? ev->status : 0);
 	const uint8_t *pd = ev->param.conn.private_data;
-	if (!pd || ev->param.conn.private_data_len < 14 || pd[0] != 3 || pd[1] != 0)
+	if (!pd || ev->param.conn.private_data_len < 14 || pd[0] != PROTO_VERSION || pd[1] != 0)
 		fail("the victim's accept carries no valid HELLO");
 	a->victim_bufs = get16(pd + 2); /* its grant */
 	rdma_ack_cm_event(ev);
@@ -329,7 +331,7 @@ static void garbage(struct atk *a)
 	atk_send_ok(a, 10, "short");
 	/* bad version */
 	eager_msg(a, 0, 8, 9);
-	b[0] = 2; /* the old version: this side speaks 3 */
+	b[0] = PROTO_VERSION - 1; /* the previous version */
 	atk_send_ok(a, HDR + 8, "bad version");
 	/* unknown ops */
 	eager_msg(a, 0, 8, 9);
