@@ -1,0 +1,205 @@
+/*
+ * fi_msgcost: the CPU cost of one small RDM message and of one empty CQ poll,
+ * in one process, with no peer to wait for.  A ping-pong between two
+ * processes mixes the provider's work with scheduling and the other side's
+ * reaction; this measures the provider's own path: the endpoint sends to
+ * itself (its own address in its AV), so one iteration is a receive post,
+ * an inject, and the polls until the receive completes — both ends of a
+ * message, through the public libfabric API only (any RDM provider).
+ *
+ *   fi_msgcost [-p PROV] [-t] [-n ITERS] [-s SIZE] [-r ROUNDS] [-P POLLS]
+ *
+ * -P: empty polls timed per round (default 10 x ITERS; 0: none).
+ *
+ * Prints, per round:
+ *   MSGCOST prov=verbs mode=tagged size=8 iters=20000 p50_ns=.. avg_ns=.. min_ns=..
+ *   POLLCOST prov=verbs iters=200000 avg_ns=..
+ * Part of ci/bench (see docs/benchmarks.md).
+ */
+#define _GNU_SOURCE
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <rdma/fabric.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_tagged.h>
+
+#define CHK(x)                                                                                         \
+	do {                                                                                           \
+		long _r = (long)(x);                                                                   \
+		if (_r < 0) {                                                                          \
+			fprintf(stderr, "fi_msgcost: %s = %ld (%s)\n", #x, _r, fi_strerror((int)-_r)); \
+			exit(1);                                                                       \
+		}                                                                                      \
+	} while (0)
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+static struct fid_cq *txcq, *rxcq;
+
+/* Polls rx until one completion; reaps tx meanwhile. */
+static void wait_rx(void)
+{
+	struct fi_cq_tagged_entry c[8];
+	uint64_t spins = 0;
+	for (;;) {
+		ssize_t n = fi_cq_read(rxcq, c, 8);
+		if (n > 0)
+			return;
+		if (n != -FI_EAGAIN) {
+			fprintf(stderr, "fi_msgcost: fi_cq_read(rx) = %zd (%s)\n", n, fi_strerror((int)-n));
+			exit(1);
+		}
+		n = fi_cq_read(txcq, c, 8);
+		if (n < 0 && n != -FI_EAGAIN) {
+			fprintf(stderr, "fi_msgcost: fi_cq_read(tx) = %zd (%s)\n", n, fi_strerror((int)-n));
+			exit(1);
+		}
+		if (++spins > 200000000u) {
+			fprintf(stderr, "fi_msgcost: no completion\n");
+			exit(1);
+		}
+	}
+}
+
+int main(int argc, char **argv)
+{
+	const char *prov = "verbs";
+	bool tagged = false;
+	unsigned long iters = 20000, size = 8, rounds = 1, polls = (unsigned long)-1;
+	int o;
+	while ((o = getopt(argc, argv, "p:tn:s:r:P:")) != -1) {
+		switch (o) {
+		case 'p': prov = optarg; break;
+		case 't': tagged = true; break;
+		case 'n': iters = strtoul(optarg, NULL, 0); break;
+		case 's': size = strtoul(optarg, NULL, 0); break;
+		case 'r': rounds = strtoul(optarg, NULL, 0); break;
+		case 'P': polls = strtoul(optarg, NULL, 0); break;
+		default:
+			fprintf(stderr, "usage: fi_msgcost [-p PROV] [-t] [-n ITERS] [-s SIZE] [-r ROUNDS] [-P POLLS]\n");
+			return 2;
+		}
+	}
+	struct fi_info *hints = fi_allocinfo(), *info;
+	hints->ep_attr->type = FI_EP_RDM;
+	hints->caps = FI_MSG | FI_TAGGED;
+	hints->mode = FI_CONTEXT;
+	hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
+	hints->domain_attr->threading = FI_THREAD_DOMAIN;
+	hints->domain_attr->control_progress = FI_PROGRESS_MANUAL;
+	hints->domain_attr->data_progress = FI_PROGRESS_MANUAL;
+	hints->fabric_attr->prov_name = strdup(prov);
+	CHK(fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, hints, &info));
+	struct fid_fabric *fabric;
+	struct fid_domain *domain;
+	struct fid_ep *ep;
+	struct fid_av *av;
+	CHK(fi_fabric(info->fabric_attr, &fabric, NULL));
+	CHK(fi_domain(fabric, info, &domain, NULL));
+	struct fi_cq_attr ca = { .size = 1024, .format = FI_CQ_FORMAT_TAGGED, .wait_obj = FI_WAIT_NONE };
+	CHK(fi_cq_open(domain, &ca, &txcq, NULL));
+	CHK(fi_cq_open(domain, &ca, &rxcq, NULL));
+	struct fi_av_attr aa = { .type = FI_AV_TABLE, .count = 4 };
+	CHK(fi_av_open(domain, &aa, &av, NULL));
+	CHK(fi_endpoint(domain, info, &ep, NULL));
+	CHK(fi_ep_bind(ep, &txcq->fid, FI_TRANSMIT));
+	CHK(fi_ep_bind(ep, &rxcq->fid, FI_RECV));
+	CHK(fi_ep_bind(ep, &av->fid, 0));
+	CHK(fi_enable(ep));
+	char name[128];
+	size_t nl = sizeof(name);
+	CHK(fi_getname(&ep->fid, name, &nl));
+	fi_addr_t self;
+	if (fi_av_insert(av, name, 1, &self, 0, NULL) != 1) {
+		fprintf(stderr, "fi_msgcost: fi_av_insert of its own address failed\n");
+		return 1;
+	}
+	size_t bl = size < 64 ? 64 : size;
+	char *rb = calloc(1, bl), *sb = calloc(1, bl);
+	struct fid_mr *mr;
+	CHK(fi_mr_reg(domain, rb, bl, FI_RECV, 0, 1, 0, &mr, NULL));
+	void *desc = fi_mr_desc(mr);
+	struct fi_context rctx;
+	bool inj = size <= info->tx_attr->inject_size;
+	if (!inj) {
+		fprintf(stderr, "fi_msgcost: size %lu exceeds inject_size %zu\n", size, info->tx_attr->inject_size);
+		return 1;
+	}
+	uint64_t *t = calloc(iters, sizeof(*t));
+	unsigned long warm = iters / 10 + 10;
+	for (unsigned long r = 0; r < rounds; r++) {
+		for (unsigned long i = 0; i < warm + iters; i++) {
+			uint64_t t0 = now_ns();
+			ssize_t rc;
+			do
+				rc = tagged ? fi_trecv(ep, rb, size, desc, FI_ADDR_UNSPEC, 7, 0, &rctx)
+					    : fi_recv(ep, rb, size, desc, FI_ADDR_UNSPEC, &rctx);
+			while (rc == -FI_EAGAIN);
+			CHK(rc);
+			do {
+				rc = tagged ? fi_tinject(ep, sb, size, self, 7) : fi_inject(ep, sb, size, self);
+				if (rc == -FI_EAGAIN) {
+					struct fi_cq_tagged_entry c[8];
+					(void)fi_cq_read(txcq, c, 8);
+				}
+			} while (rc == -FI_EAGAIN);
+			CHK(rc);
+			wait_rx();
+			if (i >= warm)
+				t[i - warm] = now_ns() - t0;
+		}
+		double sum = 0;
+		for (unsigned long i = 0; i < iters; i++)
+			sum += (double)t[i];
+		qsort(t, iters, sizeof(*t), cmp_u64);
+		printf("MSGCOST prov=%s mode=%s size=%lu iters=%lu p50_ns=%llu avg_ns=%.0f min_ns=%llu\n", prov,
+		       tagged ? "tagged" : "msg", size, iters, (unsigned long long)t[iters / 2], sum / (double)iters,
+		       (unsigned long long)t[0]);
+		unsigned long np = polls == (unsigned long)-1 ? iters * 10 : polls;
+		if (np == 0) {
+			fflush(stdout);
+			continue;
+		}
+		struct fi_cq_tagged_entry c[8];
+		uint64_t p0 = now_ns();
+		for (unsigned long i = 0; i < np; i++) {
+			ssize_t n = fi_cq_read(rxcq, c, 8);
+			if (n != -FI_EAGAIN) {
+				fprintf(stderr, "fi_msgcost: idle fi_cq_read = %zd\n", n);
+				return 1;
+			}
+		}
+		printf("POLLCOST prov=%s iters=%lu avg_ns=%.1f\n", prov, np, (double)(now_ns() - p0) / (double)np);
+		fflush(stdout);
+	}
+	CHK(fi_close(&ep->fid));
+	CHK(fi_close(&mr->fid));
+	CHK(fi_close(&av->fid));
+	CHK(fi_close(&txcq->fid));
+	CHK(fi_close(&rxcq->fid));
+	CHK(fi_close(&domain->fid));
+	CHK(fi_close(&fabric->fid));
+	fi_freeinfo(info);
+	fi_freeinfo(hints);
+	return 0;
+}
