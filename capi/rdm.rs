@@ -311,39 +311,41 @@ unsafe extern "C" fn rdm_join(_e: *mut fid_ep, _a: *const c_void, _f: u64, _mc: 
 // ---- buffers ----
 
 /// The application's buffers of one operation, on the stack (no allocation
-/// per call on the data path).
-pub(crate) struct Bufs {
-    iov: [std::mem::MaybeUninit<Iov>; MAX_IOV],
-    descs: [u64; MAX_IOV],
+/// per call on the data path). `N`: room for that many (1 for the
+/// single-buffer calls, which then touch a few bytes, not `MAX_IOV` slots).
+pub(crate) struct Bufs<const N: usize> {
+    iov: [std::mem::MaybeUninit<Iov>; N],
+    descs: [std::mem::MaybeUninit<u64>; N],
     n: usize,
     /// Every non-empty buffer came with a descriptor.
     pub descs_ok: bool,
 }
 
-impl Bufs {
+impl<const N: usize> Bufs<N> {
     pub fn iov(&self) -> &[Iov] {
         // SAFETY: `bufs` initialises the first n entries.
         unsafe { std::slice::from_raw_parts(self.iov.as_ptr() as *const Iov, self.n) }
     }
     pub fn descs(&self) -> &[u64] {
-        &self.descs[..self.n]
+        // SAFETY: `bufs` initialises the first n entries.
+        unsafe { std::slice::from_raw_parts(self.descs.as_ptr() as *const u64, self.n) }
     }
 }
 
 /// # Safety
 /// `desc` must be NULL or hold `bufs.len()` descriptors; the buffers must stay
 /// valid for the operation (fi_msg(3)); for injects, readable now.
-pub(crate) unsafe fn bufs(bufs: &[(u64, usize)], desc: Option<*mut *mut c_void>) -> FiResult<Bufs> {
-    if bufs.len() > MAX_IOV {
-        return crate::fail!(FiError::INVAL, "{} iovs exceed the limit of {MAX_IOV}", bufs.len());
+pub(crate) unsafe fn bufs<const N: usize>(bufs: &[(u64, usize)], desc: Option<*mut *mut c_void>) -> FiResult<Bufs<N>> {
+    if bufs.len() > N {
+        return crate::fail!(FiError::INVAL, "{} iovs exceed the limit of {N}", bufs.len());
     }
-    let mut out = Bufs { iov: [std::mem::MaybeUninit::uninit(); MAX_IOV], descs: [0; MAX_IOV], n: 0, descs_ok: true };
+    let mut out = Bufs { iov: [std::mem::MaybeUninit::uninit(); N], descs: [std::mem::MaybeUninit::uninit(); N], n: 0, descs_ok: true };
     for (i, &(addr, len)) in bufs.iter().enumerate() {
         // SAFETY: desc holds bufs.len() entries; the buffers are valid (both per the contract).
         let (iov, d, keyed) = unsafe { sge(i, addr, len, desc) }?;
         out.descs_ok &= keyed;
         out.iov[i] = std::mem::MaybeUninit::new(iov);
-        out.descs[i] = d;
+        out.descs[i] = std::mem::MaybeUninit::new(d);
         out.n = i + 1;
     }
     Ok(out)
@@ -358,7 +360,7 @@ const TRX_FLAGS: u64 = FI_COMPLETION | FI_MORE | FI_PEEK | FI_CLAIM | FI_DISCARD
 
 /// One send, from any of the msg/tagged entry points.
 #[allow(clippy::too_many_arguments)]
-unsafe fn do_send(
+unsafe fn do_send<const N: usize>(
     e: *mut fid_ep,
     b: &[(u64, usize)],
     desc: Option<*mut *mut c_void>,
@@ -372,7 +374,7 @@ unsafe fn do_send(
     // SAFETY: e is a fid per the API.
     let o = unsafe { ep(e) }?;
     // SAFETY: buffers and descriptors per fi_msg(3)/fi_tagged(3).
-    let v = unsafe { bufs(b, desc) }?;
+    let v = unsafe { bufs::<N>(b, desc) }?;
     let mut flags = flags.unwrap_or_else(|| o.inner.tx_op_flags());
     if inject {
         flags |= FI_INJECT;
@@ -393,7 +395,7 @@ unsafe fn do_send(
     Ok(0)
 }
 
-unsafe fn do_recv(
+unsafe fn do_recv<const N: usize>(
     e: *mut fid_ep,
     b: &[(u64, usize)],
     desc: Option<*mut *mut c_void>,
@@ -405,7 +407,7 @@ unsafe fn do_recv(
     // SAFETY: e is a fid per the API.
     let o = unsafe { ep(e) }?;
     // SAFETY: buffers and descriptors per fi_msg(3)/fi_tagged(3).
-    let v = unsafe { bufs(b, desc) }?;
+    let v = unsafe { bufs::<N>(b, desc) }?;
     let flags = flags.unwrap_or_else(|| o.inner.rx_op_flags());
     o.inner.recv(RecvReq { iov: v.iov(), descs_ok: v.descs_ok, src, tag, context: ctx as u64, flags })?;
     Ok(0)
@@ -415,7 +417,7 @@ unsafe extern "C" fn msg_send(e: *mut fid_ep, buf: *const c_void, len: usize, de
     guard_size("fi_send", || {
         let mut d = desc;
         // SAFETY: arguments per fi_msg(3).
-        unsafe { do_send(e, &[(buf as u64, len)], Some(&mut d), dest, None, None, ctx, None, false) }
+        unsafe { do_send::<1>(e, &[(buf as u64, len)], Some(&mut d), dest, None, None, ctx, None, false) }
     })
 }
 
@@ -431,7 +433,7 @@ unsafe extern "C" fn msg_sendv(
         // SAFETY: arguments per fi_msg(3).
         let b = unsafe { iovec_list(iov, count) }?;
         // SAFETY: as above.
-        unsafe { do_send(e, &b, Some(desc), dest, None, None, ctx, None, false) }
+        unsafe { do_send::<MAX_IOV>(e, &b, Some(desc), dest, None, None, ctx, None, false) }
     })
 }
 
@@ -447,13 +449,13 @@ unsafe extern "C" fn msg_sendmsg(e: *mut fid_ep, msg: *const fi_msg, flags: u64)
         let b = unsafe { iovec_list(m.msg_iov, m.iov_count) }?;
         let data = if flags & FI_REMOTE_CQ_DATA != 0 { Some(m.data) } else { None };
         // SAFETY: as above.
-        unsafe { do_send(e, &b, Some(m.desc), m.addr, None, data, m.context, Some(flags), false) }
+        unsafe { do_send::<MAX_IOV>(e, &b, Some(m.desc), m.addr, None, data, m.context, Some(flags), false) }
     })
 }
 
 unsafe extern "C" fn msg_inject(e: *mut fid_ep, buf: *const c_void, len: usize, dest: fi_addr_t) -> isize {
     // SAFETY: arguments per fi_msg(3); inject data is copied before return.
-    guard_size("fi_inject", || unsafe { do_send(e, &[(buf as u64, len)], None, dest, None, None, std::ptr::null_mut(), None, true) })
+    guard_size("fi_inject", || unsafe { do_send::<1>(e, &[(buf as u64, len)], None, dest, None, None, std::ptr::null_mut(), None, true) })
 }
 
 unsafe extern "C" fn msg_senddata(
@@ -468,14 +470,14 @@ unsafe extern "C" fn msg_senddata(
     guard_size("fi_senddata", || {
         let mut d = desc;
         // SAFETY: arguments per fi_msg(3).
-        unsafe { do_send(e, &[(buf as u64, len)], Some(&mut d), dest, None, Some(data), ctx, None, false) }
+        unsafe { do_send::<1>(e, &[(buf as u64, len)], Some(&mut d), dest, None, Some(data), ctx, None, false) }
     })
 }
 
 unsafe extern "C" fn msg_injectdata(e: *mut fid_ep, buf: *const c_void, len: usize, data: u64, dest: fi_addr_t) -> isize {
     guard_size("fi_injectdata", || {
         // SAFETY: arguments per fi_msg(3); copied before return.
-        unsafe { do_send(e, &[(buf as u64, len)], None, dest, None, Some(data), std::ptr::null_mut(), None, true) }
+        unsafe { do_send::<1>(e, &[(buf as u64, len)], None, dest, None, Some(data), std::ptr::null_mut(), None, true) }
     })
 }
 
@@ -483,7 +485,7 @@ unsafe extern "C" fn msg_recv(e: *mut fid_ep, buf: *mut c_void, len: usize, desc
     guard_size("fi_recv", || {
         let mut d = desc;
         // SAFETY: arguments per fi_msg(3).
-        unsafe { do_recv(e, &[(buf as u64, len)], Some(&mut d), src, None, ctx, None) }
+        unsafe { do_recv::<1>(e, &[(buf as u64, len)], Some(&mut d), src, None, ctx, None) }
     })
 }
 
@@ -499,7 +501,7 @@ unsafe extern "C" fn msg_recvv(
         // SAFETY: arguments per fi_msg(3).
         let b = unsafe { iovec_list(iov, count) }?;
         // SAFETY: as above.
-        unsafe { do_recv(e, &b, Some(desc), src, None, ctx, None) }
+        unsafe { do_recv::<MAX_IOV>(e, &b, Some(desc), src, None, ctx, None) }
     })
 }
 
@@ -514,7 +516,7 @@ unsafe extern "C" fn msg_recvmsg(e: *mut fid_ep, msg: *const fi_msg, flags: u64)
         // SAFETY: as above.
         let b = unsafe { iovec_list(m.msg_iov, m.iov_count) }?;
         // SAFETY: as above.
-        unsafe { do_recv(e, &b, Some(m.desc), m.addr, None, m.context, Some(flags)) }
+        unsafe { do_recv::<MAX_IOV>(e, &b, Some(m.desc), m.addr, None, m.context, Some(flags)) }
     })
 }
 
@@ -534,7 +536,7 @@ unsafe extern "C" fn tag_recv(
     guard_size("fi_trecv", || {
         let mut d = desc;
         // SAFETY: arguments per fi_tagged(3).
-        unsafe { do_recv(e, &[(buf as u64, len)], Some(&mut d), src, Some((tag, ignore)), ctx, None) }
+        unsafe { do_recv::<1>(e, &[(buf as u64, len)], Some(&mut d), src, Some((tag, ignore)), ctx, None) }
     })
 }
 
@@ -553,7 +555,7 @@ unsafe extern "C" fn tag_recvv(
         // SAFETY: arguments per fi_tagged(3).
         let b = unsafe { iovec_list(iov, count) }?;
         // SAFETY: as above.
-        unsafe { do_recv(e, &b, Some(desc), src, Some((tag, ignore)), ctx, None) }
+        unsafe { do_recv::<MAX_IOV>(e, &b, Some(desc), src, Some((tag, ignore)), ctx, None) }
     })
 }
 
@@ -568,7 +570,7 @@ unsafe extern "C" fn tag_recvmsg(e: *mut fid_ep, msg: *const fi_msg_tagged, flag
         // SAFETY: as above.
         let b = unsafe { iovec_list(m.msg_iov, m.iov_count) }?;
         // SAFETY: as above.
-        unsafe { do_recv(e, &b, Some(m.desc), m.addr, Some((m.tag, m.ignore)), m.context, Some(flags)) }
+        unsafe { do_recv::<MAX_IOV>(e, &b, Some(m.desc), m.addr, Some((m.tag, m.ignore)), m.context, Some(flags)) }
     })
 }
 
@@ -584,7 +586,7 @@ unsafe extern "C" fn tag_send(
     guard_size("fi_tsend", || {
         let mut d = desc;
         // SAFETY: arguments per fi_tagged(3).
-        unsafe { do_send(e, &[(buf as u64, len)], Some(&mut d), dest, Some(tag), None, ctx, None, false) }
+        unsafe { do_send::<1>(e, &[(buf as u64, len)], Some(&mut d), dest, Some(tag), None, ctx, None, false) }
     })
 }
 
@@ -601,7 +603,7 @@ unsafe extern "C" fn tag_sendv(
         // SAFETY: arguments per fi_tagged(3).
         let b = unsafe { iovec_list(iov, count) }?;
         // SAFETY: as above.
-        unsafe { do_send(e, &b, Some(desc), dest, Some(tag), None, ctx, None, false) }
+        unsafe { do_send::<MAX_IOV>(e, &b, Some(desc), dest, Some(tag), None, ctx, None, false) }
     })
 }
 
@@ -617,14 +619,14 @@ unsafe extern "C" fn tag_sendmsg(e: *mut fid_ep, msg: *const fi_msg_tagged, flag
         let b = unsafe { iovec_list(m.msg_iov, m.iov_count) }?;
         let data = if flags & FI_REMOTE_CQ_DATA != 0 { Some(m.data) } else { None };
         // SAFETY: as above.
-        unsafe { do_send(e, &b, Some(m.desc), m.addr, Some(m.tag), data, m.context, Some(flags), false) }
+        unsafe { do_send::<MAX_IOV>(e, &b, Some(m.desc), m.addr, Some(m.tag), data, m.context, Some(flags), false) }
     })
 }
 
 unsafe extern "C" fn tag_inject(e: *mut fid_ep, buf: *const c_void, len: usize, dest: fi_addr_t, tag: u64) -> isize {
     guard_size("fi_tinject", || {
         // SAFETY: arguments per fi_tagged(3); copied before return.
-        unsafe { do_send(e, &[(buf as u64, len)], None, dest, Some(tag), None, std::ptr::null_mut(), None, true) }
+        unsafe { do_send::<1>(e, &[(buf as u64, len)], None, dest, Some(tag), None, std::ptr::null_mut(), None, true) }
     })
 }
 
@@ -642,21 +644,21 @@ unsafe extern "C" fn tag_senddata(
     guard_size("fi_tsenddata", || {
         let mut d = desc;
         // SAFETY: arguments per fi_tagged(3).
-        unsafe { do_send(e, &[(buf as u64, len)], Some(&mut d), dest, Some(tag), Some(data), ctx, None, false) }
+        unsafe { do_send::<1>(e, &[(buf as u64, len)], Some(&mut d), dest, Some(tag), Some(data), ctx, None, false) }
     })
 }
 
 unsafe extern "C" fn tag_injectdata(e: *mut fid_ep, buf: *const c_void, len: usize, data: u64, dest: fi_addr_t, tag: u64) -> isize {
     guard_size("fi_tinjectdata", || {
         // SAFETY: arguments per fi_tagged(3); copied before return.
-        unsafe { do_send(e, &[(buf as u64, len)], None, dest, Some(tag), Some(data), std::ptr::null_mut(), None, true) }
+        unsafe { do_send::<1>(e, &[(buf as u64, len)], None, dest, Some(tag), Some(data), std::ptr::null_mut(), None, true) }
     })
 }
 
 // ---- RMA ----
 
 #[allow(clippy::too_many_arguments)]
-unsafe fn do_rma(
+unsafe fn do_rma<const N: usize>(
     e: *mut fid_ep,
     read: bool,
     b: &[(u64, usize)],
@@ -675,7 +677,7 @@ unsafe fn do_rma(
     }
     let r = rma[0];
     // SAFETY: buffers and descriptors per fi_rma(3).
-    let v = unsafe { bufs(b, desc) }?;
+    let v = unsafe { bufs::<N>(b, desc) }?;
     let total: usize = v.iov().iter().map(|x| x.len() as usize).sum();
     if r.len < total {
         return crate::fail!(FiError::INVAL, "RMA: {total} local bytes exceed the remote iov of {}", r.len);
@@ -713,7 +715,7 @@ unsafe extern "C" fn rma_read(
     guard_size("fi_read", || {
         let mut d = desc;
         // SAFETY: arguments per fi_rma(3).
-        unsafe { do_rma(e, true, &[(buf as u64, len)], Some(&mut d), src, &rma1(addr, len, key), None, ctx, None, false) }
+        unsafe { do_rma::<1>(e, true, &[(buf as u64, len)], Some(&mut d), src, &rma1(addr, len, key), None, ctx, None, false) }
     })
 }
 
@@ -733,7 +735,7 @@ unsafe extern "C" fn rma_readv(
         let b = unsafe { iovec_list(iov, count) }?;
         let total = b.iter().map(|x| x.1).sum();
         // SAFETY: as above.
-        unsafe { do_rma(e, true, &b, Some(desc), src, &rma1(addr, total, key), None, ctx, None, false) }
+        unsafe { do_rma::<MAX_IOV>(e, true, &b, Some(desc), src, &rma1(addr, total, key), None, ctx, None, false) }
     })
 }
 
@@ -744,7 +746,7 @@ unsafe fn rma_msg(e: *mut fid_ep, msg: *const fi_msg_rma, flags: u64, read: bool
     // SAFETY: msg per fi_rma(3).
     let r = unsafe { rma_msg_parts(msg, flags, read, RMA_FLAGS) }?;
     // SAFETY: as above.
-    unsafe { do_rma(e, read, &r.bufs, Some(r.m.desc), r.m.addr, r.rma, r.data, r.m.context, Some(flags), false) }
+    unsafe { do_rma::<MAX_IOV>(e, read, &r.bufs, Some(r.m.desc), r.m.addr, r.rma, r.data, r.m.context, Some(flags), false) }
 }
 
 unsafe extern "C" fn rma_readmsg(e: *mut fid_ep, msg: *const fi_msg_rma, flags: u64) -> isize {
@@ -771,7 +773,7 @@ unsafe extern "C" fn rma_write(
     guard_size("fi_write", || {
         let mut d = desc;
         // SAFETY: arguments per fi_rma(3).
-        unsafe { do_rma(e, false, &[(buf as u64, len)], Some(&mut d), dest, &rma1(addr, len, key), None, ctx, None, false) }
+        unsafe { do_rma::<1>(e, false, &[(buf as u64, len)], Some(&mut d), dest, &rma1(addr, len, key), None, ctx, None, false) }
     })
 }
 
@@ -791,14 +793,14 @@ unsafe extern "C" fn rma_writev(
         let b = unsafe { iovec_list(iov, count) }?;
         let total = b.iter().map(|x| x.1).sum();
         // SAFETY: as above.
-        unsafe { do_rma(e, false, &b, Some(desc), dest, &rma1(addr, total, key), None, ctx, None, false) }
+        unsafe { do_rma::<MAX_IOV>(e, false, &b, Some(desc), dest, &rma1(addr, total, key), None, ctx, None, false) }
     })
 }
 
 unsafe extern "C" fn rma_inject(e: *mut fid_ep, buf: *const c_void, len: usize, dest: fi_addr_t, addr: u64, key: u64) -> isize {
     guard_size("fi_inject_write", || {
         // SAFETY: arguments per fi_rma(3); copied before return.
-        unsafe { do_rma(e, false, &[(buf as u64, len)], None, dest, &rma1(addr, len, key), None, std::ptr::null_mut(), None, true) }
+        unsafe { do_rma::<1>(e, false, &[(buf as u64, len)], None, dest, &rma1(addr, len, key), None, std::ptr::null_mut(), None, true) }
     })
 }
 
@@ -817,7 +819,7 @@ unsafe extern "C" fn rma_writedata(
     guard_size("fi_writedata", || {
         let mut d = desc;
         // SAFETY: arguments per fi_rma(3).
-        unsafe { do_rma(e, false, &[(buf as u64, len)], Some(&mut d), dest, &rma1(addr, len, key), Some(data), ctx, None, false) }
+        unsafe { do_rma::<1>(e, false, &[(buf as u64, len)], Some(&mut d), dest, &rma1(addr, len, key), Some(data), ctx, None, false) }
     })
 }
 
@@ -833,7 +835,7 @@ unsafe extern "C" fn rma_injectdata(
     guard_size("fi_inject_writedata", || {
         // SAFETY: arguments per fi_rma(3); copied before return.
         unsafe {
-            do_rma(e, false, &[(buf as u64, len)], None, dest, &rma1(addr, len, key), Some(data), std::ptr::null_mut(), None, true)
+            do_rma::<1>(e, false, &[(buf as u64, len)], None, dest, &rma1(addr, len, key), Some(data), std::ptr::null_mut(), None, true)
         }
     })
 }

@@ -68,7 +68,7 @@ unsafe fn operand(p: *const c_void, what: &str) -> FiResult<u64> {
 unsafe fn result_iov(result: *mut c_void, desc: *mut c_void) -> FiResult<Iov> {
     let mut d = desc;
     // SAFETY: one buffer and one descriptor, per the contract.
-    let b = unsafe { bufs(&[(result as u64, 8)], Some(&mut d)) }?;
+    let b = unsafe { bufs::<1>(&[(result as u64, 8)], Some(&mut d)) }?;
     if !b.descs_ok {
         return crate::fail!(FiError::INVAL, "atomic: the result buffer needs a memory descriptor (FI_MR_LOCAL)");
     }

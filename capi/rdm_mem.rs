@@ -185,18 +185,18 @@ pub fn copy_from_iovs(iovs: &[Iov], out: &mut [u8]) -> usize {
     done
 }
 
-/// The first `len` bytes of the application buffers `iovs`, copied into a new
-/// vector (inject: the buffers may be reused as soon as the call returns).
-/// Shorter buffers give a shorter vector.
-pub fn gather(iovs: &[Iov], len: usize) -> Vec<u8> {
-    let mut v: Vec<u8> = Vec::with_capacity(len);
+/// The first `len` bytes of the application buffers `iovs`, copied (inject:
+/// the buffers may be reused as soon as the call returns); up to 64 bytes
+/// without an allocation. Shorter buffers give fewer bytes.
+pub fn gather(iovs: &[Iov], len: usize) -> crate::rdm::peer::Bytes {
+    let mut v = crate::rdm::peer::Bytes::with_capacity(len);
     let mut done = 0;
     for io in iovs {
         let n = (io.len() as usize).min(len - done);
         if n > 0 {
             // SAFETY: the source lies inside the application's readable buffer
             // (Iov::new's contract); the destination is the vector's spare
-            // capacity (done + n <= len = capacity).
+            // capacity (done + n <= len <= capacity).
             unsafe { std::ptr::copy_nonoverlapping(io.addr() as usize as *const u8, v.as_mut_ptr().add(done), n) };
         }
         done += n;
@@ -252,7 +252,7 @@ mod tests {
         assert_eq!(copy_from_iovs(&iovs, &mut out), 7);
         assert_eq!(&out, b"\0\0hello");
         assert_eq!(copy_to_iovs(&iovs, 10, b"x"), 0, "offset past the end copies nothing");
-        assert_eq!(gather(&iovs, 5), b"\0\0hel".to_vec());
+        assert_eq!(gather(&iovs, 5).as_slice(), b"\0\0hel");
         assert_eq!(gather(&iovs, 100).len(), 10, "bounded by the buffers");
         let s = sub_iov(&iovs[1], 2, 3);
         assert_eq!((s.addr(), s.len()), (b.as_ptr() as u64 + 2, 3));

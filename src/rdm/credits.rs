@@ -151,6 +151,28 @@ impl<M> PeerFlow<M> {
         None
     }
 
+    /// Takes a credit for a message that leaves at once, outside the queue:
+    /// only when `next_send` would hand out that message now (nothing queued
+    /// ahead of it, no recall to answer, the reserve credit kept).
+    pub fn take_for_direct(&mut self) -> bool {
+        if self.queue.is_empty() && self.recall.is_none() && self.credits >= 2 {
+            self.credits -= 1;
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Nothing to send but what the receive side owes (no queued message, no recall).
+    pub fn idle(&self) -> bool {
+        self.queue.is_empty() && self.recall.is_none()
+    }
+
+    /// Gives back a credit `take_for_direct` took for a message that did not leave.
+    pub fn untake_direct(&mut self) {
+        self.credits += 1;
+    }
+
     /// The peer granted `n` credits (the credit field of a header it sent,
     /// valid or not for the rest of the message — but not of a message that
     /// failed to decode).
@@ -219,6 +241,42 @@ pub(super) mod tests {
 
     fn send<M>(f: &mut PeerFlow<M>, b: &mut Bank<u8>) -> Option<Outgoing<M>> {
         f.next_send(b.share_mut(&0).unwrap())
+    }
+
+    /// A message sent outside the queue (`take_for_direct`) follows the same
+    /// rules as `next_send`: never ahead of queued messages or a recall, never
+    /// into the reserve credit.
+    #[test]
+    fn direct_sends_obey_the_queue_rules() {
+        let mut b = rx(4);
+        let mut f: PeerFlow<u32> = PeerFlow::new(3, 4);
+        assert!(f.idle());
+        assert!(f.take_for_direct());
+        assert!(f.take_for_direct());
+        assert_eq!(f.credits(), 1);
+        assert!(!f.take_for_direct(), "the last credit is the reserve");
+        assert_eq!(f.credits(), 1);
+        // A queued message is ahead: no direct send even with credits.
+        f.granted(2);
+        f.push(7);
+        assert!(!f.idle());
+        assert!(!f.take_for_direct());
+        assert_eq!(f.credits(), 3);
+        assert!(matches!(send(&mut f, &mut b), Some(Outgoing::Data { msg: 7, .. })));
+        assert!(f.idle());
+        // A recall is answered first.
+        f.granted(2);
+        assert_eq!(f.credits(), 4);
+        f.recalled(2);
+        assert!(!f.idle());
+        assert!(!f.take_for_direct());
+        assert!(matches!(send(&mut f, &mut b), Some(Outgoing::Credit { .. })));
+        // A credit taken for a message that did not leave comes back.
+        f.granted(1);
+        let c = f.credits();
+        assert!(f.take_for_direct());
+        f.untake_direct();
+        assert_eq!(f.credits(), c);
     }
 
     #[test]

@@ -74,10 +74,20 @@ fn ioerr(e: i32) -> std::io::Error {
 /// A posted receive (the application's record, by matcher handle).
 struct RecvRec {
     context: u64,
-    iov: Vec<Iov>,
+    iov: IovVec,
     flags: u64,
     /// Every non-empty buffer has a local key (rendezvous reads land in it).
     keyed: bool,
+}
+
+/// What `Inner::send_direct` did with a message.
+enum Direct {
+    /// On the wire.
+    Posted,
+    /// It must go through the peer's queue (`Peer::push`).
+    Queue,
+    /// Posting failed: the connection must fail (which reports the message).
+    Failed(u32, i32),
 }
 
 /// Sizes of the endpoint's and its connections' resources.
@@ -734,17 +744,35 @@ impl RdmEp {
             }
             rndv = Some((segs, tmp));
         }
+        if eager {
+            // The common case: connected, nothing queued ahead, a credit and
+            // a send slot free: straight into the slot and onto the wire.
+            match g.send_direct(&addr, env, r.iov, len, done) {
+                Direct::Posted => {
+                    g.tx_count += 1;
+                    return Ok(());
+                }
+                Direct::Failed(conn, err) => {
+                    g.tx_count += 1;
+                    // The slot owes the completion: failing the connection reports it.
+                    g.conn_failed(conn, err);
+                    return Ok(());
+                }
+                Direct::Queue => {}
+            }
+        }
         let payload = if eager {
             if inject {
                 Some(Payload::Owned(crate::capi::rdm_mem::gather(r.iov, len)))
             } else {
-                Some(Payload::User(r.iov.to_vec()))
+                Some(Payload::User(IovVec::from_slice(r.iov)))
             }
         } else {
             None
         };
         let net = g.net.as_mut().expect("ready");
         let peer = net.peer_or_connect(addr)?;
+        let ready = peer.ready;
         let msg_id = peer.msg_id();
         match (payload, rndv) {
             (Some(payload), _) => peer.push(Out::Eager { msg_id, env, payload, done }),
@@ -755,7 +783,14 @@ impl RdmEp {
             (None, None) => unreachable!("a message is eager or rendezvous"),
         }
         g.tx_count += 1;
-        g.progress(&self.ctx);
+        if ready {
+            // Connected: post what this peer may send now, without a full
+            // progress pass (the application's CQ reads drive the rest).
+            g.drain_one(&addr);
+        } else {
+            // The connection is being set up: progress drives it.
+            g.progress(&self.ctx);
+        }
         Ok(())
     }
 
@@ -807,7 +842,7 @@ impl RdmEp {
         .from(src)
         .with_flags(r.flags);
         if consumes {
-            g.recvs.insert(handle, RecvRec { context: r.context, iov: r.iov.to_vec(), flags: r.flags, keyed: r.descs_ok });
+            g.recvs.insert(handle, RecvRec { context: r.context, iov: IovVec::from_slice(r.iov), flags: r.flags, keyed: r.descs_ok });
             g.rx_count += 1;
         }
         let actions = match g.matcher.post(req) {
@@ -819,10 +854,14 @@ impl RdmEp {
                 return Err(e);
             }
         };
-        for a in actions {
-            g.execute(a, None);
+        // A receive that waits in the posted queue needs no progress; one
+        // that took unexpected messages may have started rendezvous reads.
+        if !actions.is_empty() {
+            for a in actions {
+                g.execute(a, None);
+            }
+            g.progress(&self.ctx);
         }
-        g.progress(&self.ctx);
         Ok(())
     }
 
@@ -896,7 +935,7 @@ impl RdmEp {
             (false, Some(d), owned) => {
                 let payload = match owned {
                     Some(v) => Payload::Owned(v),
-                    None => Payload::User(r.iov.to_vec()),
+                    None => Payload::User(IovVec::from_slice(r.iov)),
                 };
                 peer.push(Out::WriteData { payload, raddr: r.raddr, rkey, imm: d as u32, done });
             }
@@ -979,7 +1018,12 @@ impl Progress for RdmEp {
 impl Net {
     /// The peer at `addr`, connecting to it if there is none yet.
     fn peer_or_connect(&mut self, addr: SocketAddr) -> FiResult<&mut Peer> {
-        if !self.peers.contains_key(&addr) {
+        // One hash lookup for a known peer (every send).
+        let vacant = match self.peers.entry(addr) {
+            std::collections::hash_map::Entry::Occupied(o) => return Ok(o.into_mut()),
+            std::collections::hash_map::Entry::Vacant(v) => v,
+        };
+        {
             let conn_id = self.next_conn;
             self.next_conn += 1;
             let id = CmId::new_sync().map_err(FiError::from_errno)?;
@@ -996,9 +1040,8 @@ impl Net {
             let mut p = Peer::new(addr);
             p.send_conn = Some(conn_id);
             p.conns.push(conn_id);
-            self.peers.insert(addr, p);
+            Ok(vacant.insert(p))
         }
-        Ok(self.peers.get_mut(&addr).expect("just inserted"))
     }
 
     /// Creates a connection's QP (attached to the shared receive queue, or
@@ -1228,10 +1271,24 @@ impl Inner {
 
     /// Completes (part of) a receive. `err`: a transfer error (a failed read).
     fn complete_recv(&mut self, d: &Delivery, err: Option<i32>) {
-        let Some(rec) = self.recvs.get(&d.handle) else {
-            tracing::warn!("rdm: completion for unknown receive {:#x}", d.handle);
-            return;
-        };
+        if d.last {
+            let Some(rec) = self.recvs.remove(&d.handle) else {
+                tracing::warn!("rdm: completion for unknown receive {:#x}", d.handle);
+                return;
+            };
+            self.rx_count = self.rx_count.saturating_sub(1);
+            self.report_recv(d, &rec, err);
+        } else {
+            let Some(rec) = self.recvs.get(&d.handle) else {
+                tracing::warn!("rdm: completion for unknown receive {:#x}", d.handle);
+                return;
+            };
+            self.report_recv(d, rec, err);
+        }
+    }
+
+    /// The completion (or error entry) of (part of) receive `rec`.
+    fn report_recv(&self, d: &Delivery, rec: &RecvRec, err: Option<i32>) {
         let buf = if d.multi_recv { rec.iov.first().map_or(0, |v| v.addr() + d.offset as u64) } else { 0 };
         let rx_sel = self.rx_cq.as_ref().is_some_and(|(_, s)| *s);
         let wanted = !rx_sel || rec.flags & FI_COMPLETION != 0 || d.flags & FI_MULTI_RECV != 0;
@@ -1254,9 +1311,6 @@ impl Inner {
             });
         } else if wanted {
             self.rx_completion(Completion { op_context: ctx, flags: d.flags, len: d.len, buf, data: d.data, tag: d.tag, src: d.src });
-        }
-        if d.last && self.recvs.remove(&d.handle).is_some() {
-            self.rx_count = self.rx_count.saturating_sub(1);
         }
     }
 
@@ -1526,9 +1580,9 @@ impl Inner {
         // Receives from the shared queue name their connection by QP number;
         // everything else carries it in the work-request id.
         let conn_id = if kind == WrKind::Recv && net.rx.is_some() {
-            match net.qpn.get(&wc.qp_num()).copied().filter(|c| net.conns.contains_key(c)) {
-                Some(c) => c,
-                None => {
+            match net.qpn.get(&wc.qp_num()).copied() {
+                Some(c) if net.conns.contains_key(&c) => c,
+                _ => {
                     // A connection that failed meanwhile: its buffer is ours again.
                     net.grave_arrival(wc.qp_num());
                     self.repost_pool(idx, None);
@@ -1572,7 +1626,8 @@ impl Inner {
                     self.conn_failed(conn_id, if flushed { FI_ECONNABORTED } else { FI_EIO });
                     return;
                 }
-                self.handle_recv(conn_id, idx, wc);
+                let addr = conn.peer;
+                self.handle_recv(conn_id, addr, idx, wc);
             }
             WrKind::Send => {
                 let done = net.send.complete(idx, conn_id).flatten();
@@ -1617,15 +1672,13 @@ impl Inner {
     }
 
     /// A bounce buffer received a message (or an RDMA write with data consumed it).
-    fn handle_recv(&mut self, conn_id: u32, idx: u32, wc: &Wc) {
+    fn handle_recv(&mut self, conn_id: u32, addr: SocketAddr, idx: u32, wc: &Wc) {
         let net = self.net.as_mut().expect("checked");
-        let conn = net.conns.get(&conn_id).expect("checked");
-        let addr = conn.peer;
         let stride = net.geo.stride;
         // The buffer: in the shared pool, or the connection's own.
         let place = match &net.rx {
             Some(p) => p.chunk_of(idx),
-            None => conn.res.as_ref().and_then(|r| r.recv.clone()).map(|b| (b, idx as usize * stride)),
+            None => net.conns.get(&conn_id).and_then(|c| c.res.as_ref()).and_then(|r| r.recv.clone()).map(|b| (b, idx as usize * stride)),
         };
         let Some((buf, off)) = place else { return };
         let src = self.src_of(&addr);
@@ -1701,6 +1754,78 @@ impl Inner {
         }
     }
 
+    /// Posts an eager message now if `PeerFlow::next_send` would hand it out
+    /// now: the peer is connected with nothing queued (messages, reads, RMA),
+    /// a credit and a send slot are free. The payload goes from the
+    /// application's buffers straight into the slot (no copy in between, no
+    /// queue entry); the header carries the grant owed to the peer, as a
+    /// queued message's would.
+    fn send_direct(&mut self, addr: &SocketAddr, env: Envelope, iov: &[Iov], len: usize, done: TxDone) -> Direct {
+        let Some(net) = &mut self.net else { return Direct::Queue };
+        let Net { peers, conns, geo, send, rx, .. } = net;
+        if !send.has_free() || proto::HEADER_LEN + len > geo.stride {
+            return Direct::Queue;
+        }
+        let Some(peer) = peers.get_mut(addr) else { return Direct::Queue };
+        if !peer.ready || !peer.reads.is_empty() || !peer.rma.is_empty() {
+            return Direct::Queue;
+        }
+        let Some(conn_id) = peer.send_conn else { return Direct::Queue };
+        let Some(conn) = conns.get_mut(&conn_id) else { return Direct::Queue };
+        let Some(qp) = conn.id.qp() else { return Direct::Queue };
+        let Some(res) = conn.res.as_ref() else { return Direct::Queue };
+        let Some(flow) = peer.flow.as_mut() else { return Direct::Queue };
+        let share = match (rx.as_mut(), peer.rx_bank.as_mut()) {
+            (Some(p), _) => p.bank.share_mut(addr),
+            (None, Some(b)) => b.share_mut(addr),
+            (None, None) => None,
+        };
+        let Some(share) = share else { return Direct::Queue };
+        if !flow.take_for_direct() {
+            return Direct::Queue;
+        }
+        let grant = share.take_grant();
+        let msg_id = peer.next_msg_id;
+        let Ok(hdr) = proto::eager_header(grant, msg_id, env, len) else {
+            // Not encodable (cannot happen below the stride): the queued path reports it.
+            share.untake(grant);
+            flow.untake_direct();
+            return Direct::Queue;
+        };
+        peer.next_msg_id += 1;
+        let s = send.take(conn_id).expect("checked has_free");
+        let off = send.off(s);
+        let sbuf = &send.buf;
+        sbuf.write(off, &hdr);
+        sbuf.fill_from_iovs(off + proto::HEADER_LEN, iov, len);
+        let n = proto::HEADER_LEN + len;
+        let fl = send_flags::SIGNALED | if n <= res.max_inline { send_flags::INLINE } else { 0 };
+        let iov = sbuf.iov(off, n);
+        send.set_done(s, Some(done));
+        match qp.post_send(wr_id(WrKind::Send, conn_id, s), SendOp::Send, &[iov], fl) {
+            Ok(()) => Direct::Posted,
+            Err(e) => {
+                tracing::warn!("rdm: posting to {addr} failed: {}", ioerr(e));
+                Direct::Failed(conn_id, FI_EIO)
+            }
+        }
+    }
+
+    /// Sends what flow control and the send queues allow, for one peer.
+    fn drain_one(&mut self, addr: &SocketAddr) {
+        let Some(net) = &mut self.net else { return };
+        let mut done_now: Vec<(TxDone, Option<i32>)> = Vec::new();
+        let Net { peers, conns, geo, send, rx, .. } = net;
+        let Some(peer) = peers.get_mut(addr).filter(|p| p.ready) else { return };
+        let r = Self::drain_with_share(peer, rx, conns, geo, send, &mut done_now);
+        for (d, e) in done_now {
+            self.tx_done(d, e);
+        }
+        if let Err((c, e)) = r {
+            self.conn_failed(c, e);
+        }
+    }
+
     /// Sends what flow control and the send queues allow, for every peer.
     fn drain_all(&mut self) {
         let Some(net) = &mut self.net else { return };
@@ -1708,18 +1833,7 @@ impl Inner {
         let mut done_now: Vec<(TxDone, Option<i32>)> = Vec::new();
         let Net { peers, conns, geo, send, rx, .. } = net;
         for peer in peers.values_mut().filter(|p| p.ready) {
-            // The peer's receive-side share: in the shared pool's bank or its own.
-            let mut own = peer.rx_bank.take();
-            let mut none = Share::default();
-            let share = match (rx.as_mut(), own.as_mut()) {
-                (Some(p), _) => p.bank.share_mut(&peer.addr),
-                (None, Some(b)) => b.share_mut(&peer.addr),
-                (None, None) => None,
-            }
-            .unwrap_or(&mut none);
-            let r = Self::drain_peer(peer, share, conns, geo, send, &mut done_now);
-            peer.rx_bank = own;
-            if let Err((conn_id, e)) = r {
+            if let Err((conn_id, e)) = Self::drain_with_share(peer, rx, conns, geo, send, &mut done_now) {
                 failed.push((conn_id, e));
             }
         }
@@ -1729,6 +1843,41 @@ impl Inner {
         for (c, e) in failed {
             self.conn_failed(c, e);
         }
+    }
+
+    /// `drain_peer` with the peer's receive-side share: in the shared pool's
+    /// bank, or in its own.
+    fn drain_with_share(
+        peer: &mut Peer,
+        rx: &mut Option<RecvPool>,
+        conns: &mut HashMap<u32, Conn>,
+        geo: &Geo,
+        send: &mut SendPool,
+        done_now: &mut Vec<(TxDone, Option<i32>)>,
+    ) -> Result<(), (u32, i32)> {
+        // Nothing queued and no credit to return (most calls after a
+        // completion): nothing to post.
+        if peer.reads.is_empty() && peer.rma.is_empty() && peer.flow.as_ref().is_none_or(|f| f.idle()) {
+            let share = match (rx.as_ref(), peer.rx_bank.as_ref()) {
+                (Some(p), _) => p.bank.share(&peer.addr),
+                (None, Some(b)) => b.share(&peer.addr),
+                (None, None) => None,
+            };
+            if !share.is_some_and(|s| s.credit_due()) {
+                return Ok(());
+            }
+        }
+        let mut own = peer.rx_bank.take();
+        let mut none = Share::default();
+        let share = match (rx.as_mut(), own.as_mut()) {
+            (Some(p), _) => p.bank.share_mut(&peer.addr),
+            (None, Some(b)) => b.share_mut(&peer.addr),
+            (None, None) => None,
+        }
+        .unwrap_or(&mut none);
+        let r = Self::drain_peer(peer, share, conns, geo, send, done_now);
+        peer.rx_bank = own;
+        r
     }
 
     /// Posts one peer's queued work. `Err((conn, err))`: the connection broke.
@@ -1866,7 +2015,7 @@ impl Inner {
                                 sbuf.fill_from_iovs(off, iovs, len);
                                 vec![sbuf.iov(off, len)]
                             }
-                            Payload::User(iovs) => iovs.clone(),
+                            Payload::User(iovs) => iovs.to_vec(),
                             Payload::Owned(_) => {
                                 send.put_back(s);
                                 done_now.push((done, Some(FI_EMSGSIZE)));

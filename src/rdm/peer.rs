@@ -26,13 +26,19 @@ pub struct TxDone {
     pub silent: bool,
 }
 
+/// The application's buffers of one operation (most have one).
+pub type IovVec = smallvec::SmallVec<[Iov; 2]>;
+
+/// Bytes copied at call time; small ones (most injects) inline.
+pub type Bytes = smallvec::SmallVec<[u8; 64]>;
+
 /// Where an outgoing payload comes from.
 pub enum Payload {
     /// Copied at call time (inject, or a message that had to wait).
-    Owned(Vec<u8>),
+    Owned(Bytes),
     /// The application's buffers, valid until the operation completes; copied
     /// into the send slot when the message leaves.
-    User(Vec<Iov>),
+    User(IovVec),
 }
 
 impl Payload {
@@ -73,7 +79,7 @@ pub enum RmaOp {
     Read { local: Vec<Iov>, raddr: u64, rkey: u32, done: TxDone },
     Write { local: Vec<Iov>, raddr: u64, rkey: u32, done: TxDone },
     /// Inject: the bytes are copied into a send slot when it leaves.
-    WriteInline { data: Vec<u8>, raddr: u64, rkey: u32, done: TxDone },
+    WriteInline { data: Bytes, raddr: u64, rkey: u32, done: TxDone },
     FetchAdd { local: Iov, raddr: u64, rkey: u32, add: u64, done: TxDone },
     CompSwap { local: Iov, raddr: u64, rkey: u32, compare: u64, swap: u64, done: TxDone },
     /// A non-fetching atomic add: a fetch-add whose old value lands in a send slot.
