@@ -11,6 +11,7 @@
 
 use rustc_hash::FxHashMap as HashMap;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use parking_lot::RwLock;
@@ -70,6 +71,9 @@ pub struct Av {
     pub domain: Hold<Domain>,
     pub av_type: u32,
     table: RwLock<Table>,
+    /// Bumped (under the table's write lock) by every insert and remove:
+    /// `reverse_cached` answers from a cache while it stands still.
+    generation: AtomicU64,
     pub refs: Refs,
 }
 
@@ -117,20 +121,22 @@ impl Av {
         }
         let mut t = Table::default();
         t.entries.reserve(attr.count.min(1 << 16));
-        Ok(Arc::new(Av { domain: Hold::new(domain), av_type, table: RwLock::new(t), refs: Refs::default() }))
+        Ok(Arc::new(Av { domain: Hold::new(domain), av_type, table: RwLock::new(t), generation: AtomicU64::new(1), refs: Refs::default() }))
     }
 
     /// Inserts parsed addresses (None: an entry that did not parse). Returns,
     /// per entry, its fi_addr or the error; the caller reports them.
     pub fn insert(&self, addrs: &[Option<SocketAddr>]) -> Vec<FiResult<u64>> {
         let mut t = self.table.write();
-        addrs
+        let r = addrs
             .iter()
             .map(|a| match a {
                 None => Err(FiError::INVAL),
                 Some(a) => check_peer_addr(a).map(|_| t.insert(*a)),
             })
-            .collect()
+            .collect::<Vec<_>>();
+        self.generation.fetch_add(1, Ordering::AcqRel);
+        r
     }
 
     /// `fi_av_remove`: all indices must be live; none is removed otherwise.
@@ -144,6 +150,7 @@ impl Av {
         for &i in fi_addrs {
             t.remove(i);
         }
+        self.generation.fetch_add(1, Ordering::AcqRel);
         Ok(())
     }
 
@@ -156,6 +163,20 @@ impl Av {
     /// The fi_addr of `addr` (`FI_ADDR_NOTAVAIL` when it is not in the AV).
     pub fn reverse(&self, addr: &SocketAddr) -> u64 {
         self.table.read().rev.get(addr).copied().unwrap_or(FI_ADDR_NOTAVAIL)
+    }
+
+    /// `reverse`, answered from `cache` (generation, fi_addr) while the AV
+    /// has not changed since it was filled; a fresh cache is `(0, _)`.
+    pub fn reverse_cached(&self, addr: &SocketAddr, cache: &mut (u64, u64)) -> u64 {
+        let g = self.generation.load(Ordering::Acquire);
+        if cache.0 == g {
+            return cache.1;
+        }
+        // Read after `g`: a change racing with this read bumps the generation
+        // past `g`, so the next call looks again.
+        let v = self.reverse(addr);
+        *cache = (g, v);
+        v
     }
 
     /// Entries ever inserted (the next index).

@@ -1233,10 +1233,6 @@ impl Inner {
         }
     }
 
-    fn src_of(&self, addr: &SocketAddr) -> u64 {
-        self.av.as_ref().map_or(FI_ADDR_NOTAVAIL, |av| av.reverse(addr))
-    }
-
     // ---- user completions ----
 
     fn tx_done(&mut self, done: TxDone, err: Option<i32>) {
@@ -1577,6 +1573,14 @@ impl Inner {
         let ok = wc.status() == wc_status::SUCCESS;
         let flushed = wc.status() == wc_status::WR_FLUSH_ERR;
         let Some(net) = &mut self.net else { return };
+        if kind == WrKind::Send && ok {
+            // The common send completion: the slot names its connection (and
+            // is not that connection's any more if it was torn down meanwhile).
+            if let Some(Some(done)) = net.send.complete(idx, wr_conn) {
+                self.tx_done(done, None);
+            }
+            return;
+        }
         // Receives from the shared queue name their connection by QP number;
         // everything else carries it in the work-request id.
         let conn_id = if kind == WrKind::Recv && net.rx.is_some() {
@@ -1681,7 +1685,14 @@ impl Inner {
             None => net.conns.get(&conn_id).and_then(|c| c.res.as_ref()).and_then(|r| r.recv.clone()).map(|b| (b, idx as usize * stride)),
         };
         let Some((buf, off)) = place else { return };
-        let src = self.src_of(&addr);
+        let src = {
+            let net = self.net.as_mut().expect("checked");
+            match (self.av.as_ref(), net.peers.get_mut(&addr)) {
+                (Some(av), Some(p)) => av.reverse_cached(&addr, &mut p.src_cache),
+                (Some(av), None) => av.reverse(&addr),
+                (None, _) => FI_ADDR_NOTAVAIL,
+            }
+        };
         // What the message hands back (a recall's answer), counted with its arrival.
         let mut release = 0u16;
         if wc.opcode() == wc_opcode::RECV_RDMA_WITH_IMM {

@@ -165,6 +165,8 @@ pub struct Peer {
     pub next_msg_id: u64,
     /// The peer's incarnation from its HELLO (0 until a connection told us).
     pub incarnation: u64,
+    /// Its fi_addr in the endpoint's AV (`Av::reverse_cached`).
+    pub src_cache: (u64, u64),
 }
 
 impl Peer {
@@ -181,6 +183,7 @@ impl Peer {
             rma: VecDeque::new(),
             next_msg_id: 1,
             incarnation: 0,
+            src_cache: (0, 0),
         }
     }
 
