@@ -1016,6 +1016,11 @@ impl Progress for RdmEp {
 }
 
 impl Net {
+    /// A connection is being set up (it needs rdma-cm events read on every call).
+    fn any_settling(&self) -> bool {
+        self.conns.values().any(|c| c.stage != Stage::Up)
+    }
+
     /// The peer at `addr`, connecting to it if there is none yet.
     fn peer_or_connect(&mut self, addr: SocketAddr) -> FiResult<&mut Peer> {
         // One hash lookup for a known peer (every send).
@@ -1355,6 +1360,17 @@ impl Inner {
     }
 
     fn deliver(&mut self, d: &Delivery, data: &[u8]) {
+        if d.last {
+            // The receive is done with this message: one lookup, not three.
+            let Some(rec) = self.recvs.remove(&d.handle) else {
+                tracing::warn!("rdm: completion for unknown receive {:#x}", d.handle);
+                return;
+            };
+            self.rx_count = self.rx_count.saturating_sub(1);
+            copy_to_iovs(&rec.iov, d.offset, data);
+            self.report_recv(d, &rec, None);
+            return;
+        }
         if let Some(rec) = self.recvs.get(&d.handle) {
             copy_to_iovs(&rec.iov, d.offset, data);
         }
@@ -1505,7 +1521,7 @@ impl Inner {
         let now = crate::capi::rdm_mem::coarse_ms();
         if net.dirty {
             // An operation may have opened a connection.
-            net.settling = net.conns.values().any(|c| c.stage != Stage::Up);
+            net.settling = net.any_settling();
         }
         let settling = net.settling;
         let cm_due = force_cm || settling || now != net.cm_checked;
@@ -1534,7 +1550,7 @@ impl Inner {
             net.dirty = false;
             self.drain_all();
             if let Some(net) = &mut self.net {
-                net.settling = net.conns.values().any(|c| c.stage != Stage::Up);
+                net.settling = net.any_settling();
             }
         }
         any
