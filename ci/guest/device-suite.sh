@@ -121,6 +121,7 @@ CTESTS=(
   rdm_simul:rdm_simul
   rdm_peerkill:rdm_peerkill
   rdm_restart:rdm_restart
+  rdm_inject_burst:rdm_inject_burst
   # issue 4 (completion and progress)
   cntr_msg:cntr_msg
   cntr_rdm:cntr_rdm
