@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Guest script: instructions per small RDM message, exactly, for rsverbs (and
+# BENCH_BEFORE_PROV, a second build) beside verbs;ofi_rxm.
+#
+#   ci/lab.sh run ci/guest/msgcost.sh OUTDIR
+#
+# tests/bench/fi_msgcost (one process, the endpoint sends 8-byte tagged
+# messages to itself: both ends of each message) runs under callgrind twice,
+# with N1 and N2 messages; (instructions(N2) - instructions(N1)) / (N2 - N1
+# plus their warm-ups) is the cost of one message with set-up and tear-down
+# cancelled out. Same for one empty fi_cq_read (-P). User-space instructions
+# only (provider, libfabric, libibverbs/librxe, libc); the kernel's share
+# (rxe) is the same for every contender. Timing under TCG moves 2x between
+# runs; these counts move by about 1 % (rsverbs reads the rdma-cm channel
+# once per clock tick, and how many ticks a run spans varies).
+#
+# Output: $LAB_OUT/msgcost.txt, one line per contender:
+#   MSGCOST name=rsverbs per_msg=4896 per_poll=462
+# Needs valgrind (skipped with a note when missing).
+set -u
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+: >"$LAB_OUT/results.txt"
+: >"$LAB_OUT/msgcost.txt"
+N1=${MSGCOST_N1:-500}
+N2=${MSGCOST_N2:-1500}
+POLLS=${MSGCOST_POLLS:-10000}
+BIN="$LAB_OUT/bin"
+if ! command -v valgrind >/dev/null; then
+  echo "msgcost: valgrind is not installed (apt-get install valgrind)" | tee -a "$LAB_OUT/msgcost.txt"
+  record msgcost_valgrind 1
+  exit 1
+fi
+if [ ! -x "$BIN/fi_msgcost" ]; then
+  with_timeout 900 bash "$(dirname "${BASH_SOURCE[0]}")/../../tests/bench/build.sh" "$BIN" >"$LAB_OUT/build.log" 2>&1
+  record msgcost_build $?
+fi
+PROV="${RSVERBS_PROV_DIR:-$PWD/target/prov}"
+contenders="rsverbs:$PROV"
+before="${RSVERBS_BEFORE_PROV:-}"
+[ -n "$before" ] && contenders="$contenders rsverbs_before:$before"
+contenders="$contenders verbs_rxm:"
+
+# instructions of one callgrind run (PROGRAM TOTALS)
+total() { callgrind_annotate "$1" 2>/dev/null | awk '/PROGRAM TOTALS/ { gsub(",", "", $1); print $1 }'; }
+
+for c in $contenders; do
+  name=${c%%:*} dir=${c#*:}
+  if [ "$name" = verbs_rxm ]; then
+    envs="-u FI_PROVIDER_PATH FI_VERBS_IFACE=${LAB_NETDEV:-dummy0} FI_UNIVERSE_SIZE=64"; prov='verbs;ofi_rxm'
+  else
+    envs="FI_PROVIDER_PATH=$dir"; prov=verbs
+  fi
+  rc=0
+  for run in "$N1:0" "$N2:0" "$N1:$POLLS"; do
+    n=${run%%:*} p=${run#*:}
+    # shellcheck disable=SC2086
+    with_timeout 1200 env $envs valgrind --tool=callgrind --callgrind-out-file="$LAB_OUT/$name.$n.$p.cg" \
+      "$BIN/fi_msgcost" -p "$prov" -t -n "$n" -r 1 -P "$p" >"$LAB_OUT/$name.$n.$p.log" 2>&1 || rc=1
+  done
+  a=$(total "$LAB_OUT/$name.$N1.0.cg") b=$(total "$LAB_OUT/$name.$N2.0.cg") q=$(total "$LAB_OUT/$name.$N1.$POLLS.cg")
+  if [ "$rc" = 0 ] && [ -n "$a" ] && [ -n "$b" ] && [ -n "$q" ]; then
+    # fi_msgcost runs n + n/10 + 10 messages (the warm-up is untimed, not uncounted)
+    m=$(( (N2 + N2 / 10) - (N1 + N1 / 10) ))
+    echo "MSGCOST name=$name per_msg=$(( (b - a) / m )) per_poll=$(( (q - a) / POLLS ))" | tee -a "$LAB_OUT/msgcost.txt"
+  else
+    echo "MSGCOST name=$name failed (see $LAB_OUT/$name.*.log)" | tee -a "$LAB_OUT/msgcost.txt"
+    rc=1
+  fi
+  record "msgcost_$name" "$rc"
+done
+lab_summary
