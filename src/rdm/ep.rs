@@ -22,7 +22,7 @@
 use rustc_hash::FxHashMap as HashMap;
 use std::net::SocketAddr;
 use std::os::fd::RawFd;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 
 use once_cell::sync::OnceCell;
@@ -31,6 +31,7 @@ use parking_lot::Mutex;
 use super::credits::{Outgoing, PeerFlow};
 use super::pool::{RecvPool, SendPool};
 use super::srq::{Arrival, Bank, Share};
+use super::slab::Slab;
 use super::matching::{Action, Body, Delivery, Incoming, Kind, Matcher, RecvRequest};
 use super::peer::*;
 use super::proto::{self, Envelope, Hello, Message, Segment};
@@ -186,11 +187,9 @@ struct Inner {
     /// Bound counters, and (from `fi_enable`) the set completions bump.
     cntr_binds: CntrBinds,
     cntrs: CntrSet,
-    tx_op_flags: u64,
-    rx_op_flags: u64,
     matcher: Matcher,
-    recvs: HashMap<u64, RecvRec>,
-    next_handle: u64,
+    /// Posted receives that consume a message, by matcher handle.
+    recvs: Slab<RecvRec>,
     tx_count: usize,
     rx_count: usize,
     name: Option<SocketAddr>,
@@ -215,6 +214,9 @@ pub struct RdmEp {
     pub info: Info,
     ctx: Ctx,
     fid: AtomicUsize,
+    /// `FI_GETOPSFLAG`/`FI_SETOPSFLAG` (`fi_control`), the defaults of calls without flags.
+    tx_op_flags: AtomicU64,
+    rx_op_flags: AtomicU64,
     inner: Mutex<Inner>,
     wait_fd: OnceCell<RawFd>,
     self_ref: OnceCell<Weak<RdmEp>>,
@@ -322,6 +324,8 @@ impl RdmEp {
                 max_rd_atom: (domain.attr.max_qp_init_rd_atom, domain.attr.max_qp_rd_atom),
             },
             fid: AtomicUsize::new(0),
+            tx_op_flags: AtomicU64::new(info.tx.op_flags),
+            rx_op_flags: AtomicU64::new(info.rx.op_flags),
             inner: Mutex::new(Inner {
                 enabled: false,
                 closed: false,
@@ -330,11 +334,8 @@ impl RdmEp {
                 rx_cq: None,
                 cntr_binds: CntrBinds::default(),
                 cntrs: CntrSet::default(),
-                tx_op_flags: info.tx.op_flags,
-                rx_op_flags: info.rx.op_flags,
                 matcher: Matcher::new(),
-                recvs: HashMap::default(),
-                next_handle: 1,
+                recvs: Slab::default(),
                 tx_count: 0,
                 rx_count: 0,
                 name: info.src_addr,
@@ -439,17 +440,19 @@ impl RdmEp {
         }
     }
 
+    // The default op flags are read by every data call without flags: an
+    // atomic load, not a lock of the endpoint.
     pub fn tx_op_flags(&self) -> u64 {
-        self.inner.lock().tx_op_flags
+        self.tx_op_flags.load(Ordering::Relaxed)
     }
     pub fn rx_op_flags(&self) -> u64 {
-        self.inner.lock().rx_op_flags
+        self.rx_op_flags.load(Ordering::Relaxed)
     }
     pub fn set_tx_op_flags(&self, f: u64) {
-        self.inner.lock().tx_op_flags = f;
+        self.tx_op_flags.store(f, Ordering::Relaxed);
     }
     pub fn set_rx_op_flags(&self, f: u64) {
-        self.inner.lock().rx_op_flags = f;
+        self.rx_op_flags.store(f, Ordering::Relaxed);
     }
 
     /// `FI_OPT_MIN_MULTI_RECV`.
@@ -833,22 +836,24 @@ impl RdmEp {
                 return Err(FiError::AGAIN);
             }
         }
-        let handle = g.next_handle;
-        g.next_handle += 1;
+        // A receive that consumes a message is recorded; FI_PEEK and
+        // FI_CLAIM | FI_DISCARD never reach a buffer (handle 0: no record).
+        let handle = if consumes {
+            g.rx_count += 1;
+            g.recvs.insert(RecvRec { context: r.context, iov: IovVec::from_slice(r.iov), flags: r.flags, keyed: r.descs_ok })
+        } else {
+            0
+        };
         let req = match r.tag {
             None => RecvRequest::msg(handle, r.context, len),
             Some((tag, ignore)) => RecvRequest::tagged(handle, r.context, len, tag, ignore),
         }
         .from(src)
         .with_flags(r.flags);
-        if consumes {
-            g.recvs.insert(handle, RecvRec { context: r.context, iov: IovVec::from_slice(r.iov), flags: r.flags, keyed: r.descs_ok });
-            g.rx_count += 1;
-        }
         let actions = match g.matcher.post(req) {
             Ok(a) => a,
             Err(e) => {
-                if g.recvs.remove(&handle).is_some() {
+                if g.recvs.remove(handle).is_some() {
                     g.rx_count -= 1;
                 }
                 return Err(e);
@@ -876,9 +881,9 @@ impl RdmEp {
             tracing::debug!("fi_cancel: no posted receive with context {context:#x}");
             return Ok(());
         };
-        let buf = g.recvs.get(&c.handle).and_then(|r| r.iov.first()).map_or(0, |v| v.addr());
+        let buf = g.recvs.get(c.handle).and_then(|r| r.iov.first()).map_or(0, |v| v.addr());
         g.rx_error(CqErr { op_context: c.context, flags: c.flags, tag: c.tag, err: FI_ECANCELED, buf, src: FI_ADDR_NOTAVAIL, ..Default::default() });
-        if c.last && g.recvs.remove(&c.handle).is_some() {
+        if c.last && g.recvs.remove(c.handle).is_some() {
             g.rx_count -= 1;
         }
         Ok(())
@@ -1270,20 +1275,25 @@ impl Inner {
         }
     }
 
-    /// Completes (part of) a receive. `err`: a transfer error (a failed read).
-    fn complete_recv(&mut self, d: &Delivery, err: Option<i32>) {
+    /// Completes (part of) a receive: copies `data` (an eager payload; empty
+    /// after a rendezvous read, which landed in place) to its buffers and
+    /// reports it. `err`: a transfer error (a failed read). One lookup of the
+    /// record; a receive done with this message (`d.last`) is removed.
+    fn complete_recv(&mut self, d: &Delivery, data: &[u8], err: Option<i32>) {
         if d.last {
-            let Some(rec) = self.recvs.remove(&d.handle) else {
+            let Some(rec) = self.recvs.remove(d.handle) else {
                 tracing::warn!("rdm: completion for unknown receive {:#x}", d.handle);
                 return;
             };
             self.rx_count = self.rx_count.saturating_sub(1);
+            copy_to_iovs(&rec.iov, d.offset, data);
             self.report_recv(d, &rec, err);
         } else {
-            let Some(rec) = self.recvs.get(&d.handle) else {
+            let Some(rec) = self.recvs.get(d.handle) else {
                 tracing::warn!("rdm: completion for unknown receive {:#x}", d.handle);
                 return;
             };
+            copy_to_iovs(&rec.iov, d.offset, data);
             self.report_recv(d, rec, err);
         }
     }
@@ -1321,9 +1331,9 @@ impl Inner {
         match a {
             Action::Deliver(d) => {
                 let data = payload.unwrap_or(&[]);
-                self.deliver(&d, &data[..d.len.min(data.len())]);
+                self.complete_recv(&d, &data[..d.len.min(data.len())], None);
             }
-            Action::DeliverQueued(d, bytes) => self.deliver(&d, &bytes[..d.len.min(bytes.len())]),
+            Action::DeliverQueued(d, bytes) => self.complete_recv(&d, &bytes[..d.len.min(bytes.len())], None),
             Action::Read(d, r) => self.start_read(d, r),
             Action::Queued => {}
             Action::Peeked { context, info, claimed: _ } => self.rx_completion(Completion {
@@ -1359,24 +1369,6 @@ impl Inner {
         }
     }
 
-    fn deliver(&mut self, d: &Delivery, data: &[u8]) {
-        if d.last {
-            // The receive is done with this message: one lookup, not three.
-            let Some(rec) = self.recvs.remove(&d.handle) else {
-                tracing::warn!("rdm: completion for unknown receive {:#x}", d.handle);
-                return;
-            };
-            self.rx_count = self.rx_count.saturating_sub(1);
-            copy_to_iovs(&rec.iov, d.offset, data);
-            self.report_recv(d, &rec, None);
-            return;
-        }
-        if let Some(rec) = self.recvs.get(&d.handle) {
-            copy_to_iovs(&rec.iov, d.offset, data);
-        }
-        self.complete_recv(d, None);
-    }
-
     /// Sends FIN/NACK for a rendezvous request the matcher held under local id `lid`.
     fn answer_rndv(&mut self, lid: u64, out: Out) {
         let Some(net) = &mut self.net else { return };
@@ -1399,12 +1391,12 @@ impl Inner {
         let Some(net) = &mut self.net else { return };
         let Some((addr, msg_id)) = net.rndv_in.remove(&r.msg_id) else {
             tracing::warn!("rdm: read for unknown rendezvous {}", r.msg_id);
-            self.complete_recv(&d, Some(FI_EIO));
+            self.complete_recv(&d, &[], Some(FI_EIO));
             return;
         };
         let read_id = net.next_read;
         net.next_read += 1;
-        let keyed = self.recvs.get(&d.handle).is_some_and(|rec| rec.keyed);
+        let keyed = self.recvs.get(d.handle).is_some_and(|rec| rec.keyed);
         let peer_alive = net.peers.contains_key(&addr);
         if !peer_alive || !keyed {
             if !keyed {
@@ -1413,7 +1405,7 @@ impl Inner {
                 tracing::info!("rdm: rendezvous from {addr}, which is gone");
             }
             let d2 = self.matcher.read_finished(&d);
-            self.complete_recv(&d2, Some(FI_EIO));
+            self.complete_recv(&d2, &[], Some(FI_EIO));
             if peer_alive {
                 if let Some(p) = self.net.as_mut().and_then(|n| n.peers.get_mut(&addr)) {
                     p.push(Out::Nack { msg_id, err: FI_EIO as u16 });
@@ -1422,7 +1414,7 @@ impl Inner {
             return;
         }
         // Split the reads by remote chunk and by local buffer.
-        let iov = self.recvs.get(&d.handle).map(|rec| rec.iov.clone()).unwrap_or_default();
+        let iov = self.recvs.get(d.handle).map(|rec| rec.iov.clone()).unwrap_or_default();
         let mut pieces = Vec::new();
         for ch in proto::read_plan(&r.segs, d.len, net.geo.max_chunk) {
             let mut lo = d.offset + ch.local_offset;
@@ -1464,7 +1456,7 @@ impl Inner {
         let Some(net) = &mut self.net else { return };
         let Some(op) = net.reads.remove(&read_id) else { return };
         let d2 = self.matcher.read_finished(&op.d);
-        self.complete_recv(&d2, op.err);
+        self.complete_recv(&d2, &[], op.err);
         let Some(net) = &mut self.net else { return };
         if let Some(p) = net.peers.get_mut(&op.peer) {
             match op.err {
@@ -1599,23 +1591,16 @@ impl Inner {
         }
         // Receives from the shared queue name their connection by QP number;
         // everything else carries it in the work-request id.
-        let conn_id = if kind == WrKind::Recv && net.rx.is_some() {
-            match net.qpn.get(&wc.qp_num()).copied() {
-                Some(c) if net.conns.contains_key(&c) => c,
-                _ => {
-                    // A connection that failed meanwhile: its buffer is ours again.
-                    net.grave_arrival(wc.qp_num());
-                    self.repost_pool(idx, None);
-                    return;
-                }
-            }
-        } else {
-            wr_conn
-        };
-        let Some(conn) = net.conns.get_mut(&conn_id) else {
-            // A connection torn down meanwhile (its QP in the grave): a send slot it used is free now.
-            if kind == WrKind::Send {
-                net.send.complete(idx, conn_id);
+        let srq_recv = kind == WrKind::Recv && net.rx.is_some();
+        let conn_id = if srq_recv { net.qpn.get(&wc.qp_num()).copied() } else { Some(wr_conn) };
+        let Some((conn_id, conn)) = conn_id.and_then(|c| net.conns.get_mut(&c).map(|conn| (c, conn))) else {
+            if srq_recv {
+                // A connection that failed meanwhile: its buffer is ours again.
+                net.grave_arrival(wc.qp_num());
+                self.repost_pool(idx, None);
+            } else if kind == WrKind::Send {
+                // A connection torn down meanwhile (its QP in the grave): a send slot it used is free now.
+                net.send.complete(idx, wr_conn);
             }
             return;
         };
@@ -1701,17 +1686,25 @@ impl Inner {
             None => net.conns.get(&conn_id).and_then(|c| c.res.as_ref()).and_then(|r| r.recv.clone()).map(|b| (b, idx as usize * stride)),
         };
         let Some((buf, off)) = place else { return };
-        let src = {
-            let net = self.net.as_mut().expect("checked");
-            match (self.av.as_ref(), net.peers.get_mut(&addr)) {
-                (Some(av), Some(p)) => av.reverse_cached(&addr, &mut p.src_cache),
-                (Some(av), None) => av.reverse(&addr),
-                (None, _) => FI_ADDR_NOTAVAIL,
-            }
+        let imm = wc.opcode() == wc_opcode::RECV_RDMA_WITH_IMM;
+        let n = (wc.byte_len() as usize).min(stride);
+        // One lookup of the peer: its cached fi_addr, and the credits the header carries.
+        let mut peer = net.peers.get_mut(&addr);
+        let src = match (self.av.as_ref(), peer.as_mut()) {
+            (Some(av), Some(p)) => av.reverse_cached(&addr, &mut p.src_cache),
+            (Some(av), None) => av.reverse(&addr),
+            (None, _) => FI_ADDR_NOTAVAIL,
         };
+        let decoded = if imm { None } else { Some(proto::decode(buf.slice(off, n))) };
+        if let (Some(Ok(msg)), Some(f)) = (&decoded, peer.and_then(|p| p.flow.as_mut())) {
+            f.granted(msg.credits());
+            if let Message::Credit { recall: Some(t), .. } = msg {
+                f.recalled(*t);
+            }
+        }
         // What the message hands back (a recall's answer), counted with its arrival.
         let mut release = 0u16;
-        if wc.opcode() == wc_opcode::RECV_RDMA_WITH_IMM {
+        if imm {
             // fi_writedata from the peer: the data is in place; report its CQ data.
             self.rx_completion(Completion {
                 op_context: 0,
@@ -1722,19 +1715,11 @@ impl Inner {
                 tag: 0,
                 src,
             });
-        } else {
-            let n = (wc.byte_len() as usize).min(stride);
-            let bytes = buf.slice(off, n);
-            match proto::decode(bytes) {
+        } else if let Some(decoded) = decoded {
+            match decoded {
                 Err(e) => tracing::warn!("rdm: dropping a malformed message from {addr}: {e}"),
                 Ok(msg) => {
                     let net = self.net.as_mut().expect("checked");
-                    if let Some(f) = net.peers.get_mut(&addr).and_then(|p| p.flow.as_mut()) {
-                        f.granted(msg.credits());
-                        if let Message::Credit { recall: Some(t), .. } = msg {
-                            f.recalled(t);
-                        }
-                    }
                     match msg {
                         Message::Eager { .. } | Message::Rts { .. } => {
                             let mut inc = Incoming::from_message(src, msg).expect("a data message");
@@ -1759,25 +1744,40 @@ impl Inner {
             }
         }
         let Some(net) = self.net.as_mut() else { return };
-        if let Some(b) = net.bank_mut(&addr) {
-            if b.arrived(&addr, release) == Arrival::Overrun {
-                tracing::warn!("rdm: {addr} sent a message without a credit (protocol violation)");
-            }
-        }
         // The bytes are out of the buffer: repost it; the bank decides who gets the credit.
-        if net.rx.is_some() {
-            self.repost_pool(idx, Some(addr));
-            return;
+        let mut post_failed = false;
+        let reposted = match &net.rx {
+            Some(pool) => match pool.post(idx, wr_id(WrKind::Recv, 0, idx)) {
+                Ok(()) => true,
+                Err(e) => {
+                    // The SRQ holds every pool buffer, so this cannot be "full"; the
+                    // buffer is lost to the pool (and stays busy in the bank).
+                    tracing::warn!("rdm: reposting a shared receive buffer failed: {}", ioerr(e));
+                    false
+                }
+            },
+            None => match net.conns.get(&conn_id).and_then(|c| c.id.qp()) {
+                Some(qp) => match qp.post_recv(wr_id(WrKind::Recv, conn_id, idx), &[buf.iov(off, stride)]) {
+                    Ok(()) => true,
+                    Err(e) => {
+                        tracing::warn!("rdm: reposting a receive buffer failed: {}", ioerr(e));
+                        post_failed = true;
+                        false
+                    }
+                },
+                None => false,
+            },
+        };
+        let arrival = match net.bank_mut(&addr) {
+            Some(b) if reposted => b.recycled(&addr, release),
+            Some(b) => b.arrived(&addr, release),
+            None => Arrival::Ok,
+        };
+        if arrival == Arrival::Overrun {
+            tracing::warn!("rdm: {addr} sent a message without a credit (protocol violation)");
         }
-        let Some(conn) = net.conns.get(&conn_id) else { return };
-        let Some(qp) = conn.id.qp() else { return };
-        if let Err(e) = qp.post_recv(wr_id(WrKind::Recv, conn_id, idx), &[buf.iov(off, stride)]) {
-            tracing::warn!("rdm: reposting a receive buffer failed: {}", ioerr(e));
+        if post_failed {
             self.conn_failed(conn_id, FI_EIO);
-            return;
-        }
-        if let Some(b) = net.bank_mut(&addr) {
-            b.reposted(Some(&addr));
         }
     }
 

@@ -40,6 +40,7 @@ pub mod matching;
 pub mod peer;
 pub mod pool;
 pub mod proto;
+pub mod slab;
 pub mod srq;
 
 use credits::CreditConfig;
