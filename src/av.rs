@@ -154,6 +154,12 @@ impl Av {
         Ok(())
     }
 
+    /// Bumped by every change of the table (insert, remove), inside the
+    /// change: a value read before a lookup is stale once the table changed.
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+
     /// The address of `fi_addr`.
     pub fn lookup(&self, fi_addr: u64) -> Option<SocketAddr> {
         let t = self.table.read();

@@ -190,6 +190,8 @@ struct Inner {
     matcher: Matcher,
     /// Posted receives that consume a message, by matcher handle.
     recvs: Slab<RecvRec>,
+    /// `lookup`'s last answer: (AV generation, fi_addr, address).
+    last_dest: Option<(u64, u64, SocketAddr)>,
     tx_count: usize,
     rx_count: usize,
     name: Option<SocketAddr>,
@@ -336,6 +338,7 @@ impl RdmEp {
                 cntrs: CntrSet::default(),
                 matcher: Matcher::new(),
                 recvs: Slab::default(),
+                last_dest: None,
                 tx_count: 0,
                 rx_count: 0,
                 name: info.src_addr,
@@ -1033,25 +1036,23 @@ impl Net {
             std::collections::hash_map::Entry::Occupied(o) => return Ok(o.into_mut()),
             std::collections::hash_map::Entry::Vacant(v) => v,
         };
-        {
-            let conn_id = self.next_conn;
-            self.next_conn += 1;
-            let id = CmId::new_sync().map_err(FiError::from_errno)?;
-            id.set_token(conn_id as u64);
-            if let Err(e) = id.migrate(&self.channel) {
-                return crate::fail!(FiError::from_errno(e), "rdm: rdma_migrate_id failed: {}", ioerr(e));
-            }
-            let src = SocketAddr::new(self.local.ip(), 0);
-            if let Err(e) = id.resolve_addr(Some(&src), &addr, RESOLVE_MS) {
-                return crate::fail!(FiError::from_errno(e), "rdm: cannot resolve {addr}: {}", ioerr(e));
-            }
-            tracing::debug!("rdm: connecting to {addr} (conn {conn_id})");
-            self.conns.insert(conn_id, Conn { id, peer: addr, active: true, stage: Stage::Resolving, res: None });
-            let mut p = Peer::new(addr);
-            p.send_conn = Some(conn_id);
-            p.conns.push(conn_id);
-            Ok(vacant.insert(p))
+        let conn_id = self.next_conn;
+        self.next_conn += 1;
+        let id = CmId::new_sync().map_err(FiError::from_errno)?;
+        id.set_token(conn_id as u64);
+        if let Err(e) = id.migrate(&self.channel) {
+            return crate::fail!(FiError::from_errno(e), "rdm: rdma_migrate_id failed: {}", ioerr(e));
         }
+        let src = SocketAddr::new(self.local.ip(), 0);
+        if let Err(e) = id.resolve_addr(Some(&src), &addr, RESOLVE_MS) {
+            return crate::fail!(FiError::from_errno(e), "rdm: cannot resolve {addr}: {}", ioerr(e));
+        }
+        tracing::debug!("rdm: connecting to {addr} (conn {conn_id})");
+        self.conns.insert(conn_id, Conn { id, peer: addr, active: true, stage: Stage::Resolving, res: None });
+        let mut p = Peer::new(addr);
+        p.send_conn = Some(conn_id);
+        p.conns.push(conn_id);
+        Ok(vacant.insert(p))
     }
 
     /// Creates a connection's QP (attached to the shared receive queue, or
@@ -1234,11 +1235,22 @@ impl Inner {
         Ok(())
     }
 
-    /// The peer address of an fi_addr.
-    fn lookup(&self, fi_addr: u64) -> FiResult<SocketAddr> {
+    /// The peer address of an fi_addr. The last answer is kept while the AV
+    /// does not change (a stream of sends to one peer takes no AV lock).
+    fn lookup(&mut self, fi_addr: u64) -> FiResult<SocketAddr> {
         let av = self.av.as_ref().expect("enabled endpoints have an AV");
+        // Read before the lookup: a change racing with it makes the cache stale, never wrong.
+        let g = av.generation();
+        if let Some((cg, ca, sa)) = self.last_dest {
+            if cg == g && ca == fi_addr {
+                return Ok(sa);
+            }
+        }
         match av.lookup(fi_addr) {
-            Some(a) => Ok(a),
+            Some(a) => {
+                self.last_dest = Some((g, fi_addr, a));
+                Ok(a)
+            }
             None => crate::fail!(FiError::INVAL, "fi_addr {fi_addr:#x} is not in the address vector"),
         }
     }
