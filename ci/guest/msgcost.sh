@@ -15,7 +15,9 @@
 # once per clock tick, and how many ticks a run spans varies).
 #
 # Output: $LAB_OUT/msgcost.txt, one line per contender:
-#   MSGCOST name=rsverbs per_msg=4896 per_poll=462
+#   MSGCOST name=rsverbs per_msg=4896 per_msg_without_cm=4850 per_poll=462
+# (per_msg_without_cm leaves out the rdma-cm channel reads, which follow the
+# run's elapsed time under callgrind rather than the number of messages).
 # Needs valgrind (skipped with a note when missing).
 set -u
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -42,6 +44,13 @@ contenders="$contenders verbs_rxm:"
 
 # instructions of one callgrind run (PROGRAM TOTALS)
 total() { callgrind_annotate "$1" 2>/dev/null | awk '/PROGRAM TOTALS/ { gsub(",", "", $1); print $1 }'; }
+# of which in rdma_get_cm_event (inclusive): rsverbs reads the rdma-cm channel
+# once per tick of the coarse clock, so this part follows elapsed time, not
+# the message count
+cmcost() {
+  callgrind_annotate --inclusive=yes --threshold=100 --auto=no "$1" 2>/dev/null |
+    awk '/:rdma_get_cm_event \[/ { gsub(",", "", $1); s += $1 } END { print s + 0 }'
+}
 
 for c in $contenders; do
   name=${c%%:*} dir=${c#*:}
@@ -61,7 +70,9 @@ for c in $contenders; do
   if [ "$rc" = 0 ] && [ -n "$a" ] && [ -n "$b" ] && [ -n "$q" ]; then
     # fi_msgcost runs n + n/10 + 10 messages (the warm-up is untimed, not uncounted)
     m=$(( (N2 + N2 / 10) - (N1 + N1 / 10) ))
-    echo "MSGCOST name=$name per_msg=$(( (b - a) / m )) per_poll=$(( (q - a) / POLLS ))" | tee -a "$LAB_OUT/msgcost.txt"
+    ca=$(cmcost "$LAB_OUT/$name.$N1.0.cg") cb=$(cmcost "$LAB_OUT/$name.$N2.0.cg")
+    echo "MSGCOST name=$name per_msg=$(( (b - a) / m )) per_msg_without_cm=$(( ((b - cb) - (a - ca)) / m )) per_poll=$(( (q - a) / POLLS ))" |
+      tee -a "$LAB_OUT/msgcost.txt"
   else
     echo "MSGCOST name=$name failed (see $LAB_OUT/$name.*.log)" | tee -a "$LAB_OUT/msgcost.txt"
     rc=1
