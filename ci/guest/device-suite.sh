@@ -122,6 +122,7 @@ CTESTS=(
   rdm_peerkill:rdm_peerkill
   rdm_restart:rdm_restart
   rdm_inject_burst:rdm_inject_burst
+  rdm_idle_peers:rdm_idle_peers
   # issue 4 (completion and progress)
   cntr_msg:cntr_msg
   cntr_rdm:cntr_rdm

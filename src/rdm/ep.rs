@@ -32,6 +32,7 @@ use super::credits::{Outgoing, PeerFlow};
 use super::pool::{RecvPool, SendPool};
 use super::srq::{Arrival, Bank, Share};
 use super::slab::Slab;
+use smallvec::SmallVec;
 use super::matching::{Action, Body, Delivery, Incoming, Kind, Matcher, RecvRequest};
 use super::peer::*;
 use super::proto::{self, Envelope, Hello, Message, Segment};
@@ -79,6 +80,17 @@ struct RecvRec {
     flags: u64,
     /// Every non-empty buffer has a local key (rendezvous reads land in it).
     keyed: bool,
+}
+
+/// Who gets the buffers a growth of the shared pool adds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Grow {
+    /// The quotas (the bank rebalances; waiting peers first).
+    Quotas,
+    /// The peers stuck below their floor, directly.
+    Stuck,
+    /// Nobody yet: kept free for the connections waiting to start.
+    Free,
 }
 
 /// What `Inner::send_direct` did with a message.
@@ -158,6 +170,8 @@ struct Net {
     settling: bool,
     /// Since when a peer has been stuck below its credit floor (`coarse_ms`).
     starved_since: Option<u64>,
+    /// Since when a connection we make has waited for free receive buffers.
+    pool_wait_since: Option<u64>,
     /// Kept alive: the endpoint listens as long as it is enabled.
     _listener: CmId,
     local: SocketAddr,
@@ -592,6 +606,7 @@ impl RdmEp {
             dirty: true,
             settling: false,
             starved_since: None,
+            pool_wait_since: None,
             _listener: listener,
             local,
             name,
@@ -1134,7 +1149,7 @@ impl Net {
             return true;
         }
         // Grow by a few floors at a time.
-        self.grow_pool(n.max(8 * super::credits::MIN_CREDITS as u32), "for a new peer's floor", false)
+        self.grow_pool(n.max(8 * super::credits::MIN_CREDITS as u32), "for a new peer's floor", Grow::Quotas)
     }
 
     /// A peer stuck without credits for STARVE_MS while the others hold the
@@ -1145,23 +1160,40 @@ impl Net {
         let need = self.rx.as_ref().map_or(0, |p| p.bank.stuck_need());
         if need == 0 {
             self.starved_since = None;
+        } else {
+            match self.starved_since {
+                None => self.starved_since = Some(now),
+                Some(t) if now.saturating_sub(t) >= STARVE_MS => {
+                    self.starved_since = None;
+                    tracing::info!("rdm: a peer has had no credits for {STARVE_MS} ms while the others hold the pool");
+                    self.grow_pool(need, "for peers stuck without credits", Grow::Stuck);
+                }
+                Some(_) => {}
+            }
+        }
+        // A connection we make waits until a floor of credits is free to
+        // grant (Bank::can_admit). When the other peers hold the pool and are
+        // not progressed, the recalls that would free it are never answered:
+        // after STARVE_MS, add the floors it needs, kept free for it.
+        let waiting = self.conns.values().filter(|c| c.stage == Stage::WaitPool).count() as u32;
+        if waiting == 0 || self.can_connect() {
+            self.pool_wait_since = None;
             return;
         }
-        match self.starved_since {
-            None => self.starved_since = Some(now),
+        match self.pool_wait_since {
+            None => self.pool_wait_since = Some(now),
             Some(t) if now.saturating_sub(t) >= STARVE_MS => {
-                self.starved_since = None;
-                tracing::info!("rdm: a peer has had no credits for {STARVE_MS} ms while the others hold the pool");
-                self.grow_pool(need, "for peers stuck without credits", true);
+                self.pool_wait_since = None;
+                tracing::info!("rdm: {waiting} connection(s) waited {STARVE_MS} ms for free receive buffers");
+                self.grow_pool(waiting * super::credits::MIN_CREDITS as u32, "for connections waiting to start", Grow::Free);
             }
             Some(_) => {}
         }
     }
 
     /// Posts `n` more receive buffers to the shared pool (growing the
-    /// internal CQ first: it must hold every posted buffer). `stuck`: they go
-    /// to the peers the bank finds stuck, else to the quotas.
-    fn grow_pool(&mut self, n: u32, why: &str, stuck: bool) -> bool {
+    /// internal CQ first: it must hold every posted buffer); `to`: who gets them.
+    fn grow_pool(&mut self, n: u32, why: &str, to: Grow) -> bool {
         let Some(p) = &mut self.rx else { return false };
         let need = self.cq_need + n as usize;
         if need > self.cq.capacity().max(0) as usize && self.cq.resize(need as i32).is_err() {
@@ -1169,7 +1201,11 @@ impl Net {
             return false;
         }
         let id = |i| wr_id(WrKind::Recv, 0, i);
-        let r = if stuck { p.grow_for_stuck(&self.pd, n, id) } else { p.grow(&self.pd, n, id) };
+        let r = match to {
+            Grow::Quotas => p.grow(&self.pd, n, id),
+            Grow::Stuck => p.grow_for_stuck(&self.pd, n, id),
+            Grow::Free => p.grow_free(&self.pd, n, id),
+        };
         match r {
             Ok(()) => {
                 self.cq_need = need;
@@ -1871,7 +1907,17 @@ impl Inner {
         let mut failed = Vec::new();
         let mut done_now: Vec<(TxDone, Option<i32>)> = Vec::new();
         let Net { peers, conns, geo, send, rx, .. } = net;
+        // With the shared pool, the peers owed a credit come from one walk
+        // over the bank: a peer with nothing queued and not among them is
+        // skipped without looking its share up (after every completion this
+        // walk covers every peer, so its cost per peer is what counts).
+        let due: Option<SmallVec<[SocketAddr; 8]>> = rx.as_ref().map(|p| p.bank.due_keys().copied().collect());
         for peer in peers.values_mut().filter(|p| p.ready) {
+            if let Some(due) = &due {
+                if peer.nothing_queued() && !due.contains(&peer.addr) {
+                    continue;
+                }
+            }
             if let Err((conn_id, e)) = Self::drain_with_share(peer, rx, conns, geo, send, &mut done_now) {
                 failed.push((conn_id, e));
             }
@@ -1896,7 +1942,7 @@ impl Inner {
     ) -> Result<(), (u32, i32)> {
         // Nothing queued and no credit to return (most calls after a
         // completion): nothing to post.
-        if peer.reads.is_empty() && peer.rma.is_empty() && peer.flow.as_ref().is_none_or(|f| f.idle()) {
+        if peer.nothing_queued() {
             let share = match (rx.as_ref(), peer.rx_bank.as_ref()) {
                 (Some(p), _) => p.bank.share(&peer.addr),
                 (None, Some(b)) => b.share(&peer.addr),

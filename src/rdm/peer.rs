@@ -170,6 +170,12 @@ pub struct Peer {
 }
 
 impl Peer {
+    /// Nothing waits to be posted to this peer (messages, reads, RMA); a
+    /// credit owed to it may still be due (the receive side's share).
+    pub fn nothing_queued(&self) -> bool {
+        self.reads.is_empty() && self.rma.is_empty() && self.flow.as_ref().is_none_or(|f| f.idle())
+    }
+
     pub fn new(addr: SocketAddr) -> Peer {
         Peer {
             addr,

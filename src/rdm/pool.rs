@@ -48,6 +48,14 @@ impl RecvPool {
         Ok(())
     }
 
+    /// `n` more buffers kept free (not given to the quotas or the waiting
+    /// peers): room for the floors of connections waiting to start.
+    pub fn grow_free(&mut self, pd: &Arc<Pd>, n: u32, wr_id: impl Fn(u32) -> u64) -> Result<(), Errno> {
+        self.post_more(pd, n, &wr_id)?;
+        self.bank.grow_free(n);
+        Ok(())
+    }
+
     fn add(&mut self, pd: &Arc<Pd>, n: u32, wr_id: &impl Fn(u32) -> u64) -> Result<(), Errno> {
         self.post_more(pd, n, wr_id)?;
         self.bank.grow(n);

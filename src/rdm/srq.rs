@@ -185,6 +185,11 @@ impl<K: Copy + Eq + Hash> Bank<K> {
     pub fn share(&self, k: &K) -> Option<&Share> {
         self.shares.get(k)
     }
+    /// The peers whose share has something to send even without traffic
+    /// (`Share::credit_due`): a walk over the shares, no lookups.
+    pub fn due_keys(&self) -> impl Iterator<Item = &K> + '_ {
+        self.shares.iter().filter(|(_, s)| s.credit_due()).map(|(k, _)| k)
+    }
     pub fn share_mut(&mut self, k: &K) -> Option<&mut Share> {
         self.shares.get_mut(k)
     }
@@ -195,6 +200,13 @@ impl<K: Copy + Eq + Hash> Bank<K> {
     /// Buffers the pool must grow by before one more peer can have its floor.
     pub fn shortfall(&self) -> u32 {
         ((self.shares.len() as u32 + 1) * MIN + self.reserve.min(MIN)).saturating_sub(self.size)
+    }
+
+    /// `n` more buffers were posted and stay free (no rebalance: the needy
+    /// peers do not take them), so `can_admit` holds for a newcomer.
+    pub fn grow_free(&mut self, n: u32) {
+        self.size += n;
+        self.free += n;
     }
 
     /// `n` more buffers were posted.
