@@ -15,7 +15,7 @@
 # once per clock tick, and how many ticks a run spans varies).
 #
 # Output: $LAB_OUT/msgcost.txt, one line per contender:
-#   MSGCOST name=rsverbs per_msg=4896 per_msg_without_cm=4850 per_poll=462
+#   MSGCOST name=rsverbs peers=0 per_msg=4896 per_msg_without_cm=4850 per_poll=462
 # (per_msg_without_cm leaves out the rdma-cm channel reads, which follow the
 # run's elapsed time under callgrind rather than the number of messages).
 # Needs valgrind (skipped with a note when missing).
@@ -26,6 +26,9 @@ set -u
 N1=${MSGCOST_N1:-500}
 N2=${MSGCOST_N2:-1500}
 POLLS=${MSGCOST_POLLS:-10000}
+# MSGCOST_PEERS=N: N more endpoints connect to the measured one first and stay
+# idle (fi_msgcost -c), so per-peer work on every message shows
+PEERS=${MSGCOST_PEERS:-0}
 BIN="$LAB_OUT/bin"
 if ! command -v valgrind >/dev/null; then
   echo "msgcost: valgrind is not installed (apt-get install valgrind)" | tee -a "$LAB_OUT/msgcost.txt"
@@ -64,14 +67,14 @@ for c in $contenders; do
     n=${run%%:*} p=${run#*:}
     # shellcheck disable=SC2086
     with_timeout 1200 env $envs valgrind --tool=callgrind --callgrind-out-file="$LAB_OUT/$name.$n.$p.cg" \
-      "$BIN/fi_msgcost" -p "$prov" -t -n "$n" -r 1 -P "$p" >"$LAB_OUT/$name.$n.$p.log" 2>&1 || rc=1
+      "$BIN/fi_msgcost" -p "$prov" -t -n "$n" -r 1 -P "$p" -c "$PEERS" >"$LAB_OUT/$name.$n.$p.log" 2>&1 || rc=1
   done
   a=$(total "$LAB_OUT/$name.$N1.0.cg") b=$(total "$LAB_OUT/$name.$N2.0.cg") q=$(total "$LAB_OUT/$name.$N1.$POLLS.cg")
   if [ "$rc" = 0 ] && [ -n "$a" ] && [ -n "$b" ] && [ -n "$q" ]; then
     # fi_msgcost runs n + n/10 + 10 messages (the warm-up is untimed, not uncounted)
     m=$(( (N2 + N2 / 10) - (N1 + N1 / 10) ))
     ca=$(cmcost "$LAB_OUT/$name.$N1.0.cg") cb=$(cmcost "$LAB_OUT/$name.$N2.0.cg")
-    echo "MSGCOST name=$name per_msg=$(( (b - a) / m )) per_msg_without_cm=$(( ((b - cb) - (a - ca)) / m )) per_poll=$(( (q - a) / POLLS ))" |
+    echo "MSGCOST name=$name peers=$PEERS per_msg=$(( (b - a) / m )) per_msg_without_cm=$(( ((b - cb) - (a - ca)) / m )) per_poll=$(( (q - a) / POLLS ))" |
       tee -a "$LAB_OUT/msgcost.txt"
   else
     echo "MSGCOST name=$name failed (see $LAB_OUT/$name.*.log)" | tee -a "$LAB_OUT/msgcost.txt"

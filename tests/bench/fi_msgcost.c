@@ -7,9 +7,13 @@
  * an inject, and the polls until the receive completes — both ends of a
  * message, through the public libfabric API only (any RDM provider).
  *
- *   fi_msgcost [-p PROV] [-t] [-n ITERS] [-s SIZE] [-r ROUNDS] [-P POLLS]
+ *   fi_msgcost [-p PROV] [-t] [-n ITERS] [-s SIZE] [-r ROUNDS] [-P POLLS] [-c PEERS]
  *
  * -P: empty polls timed per round (default 10 x ITERS; 0: none).
+ * -c: first connect PEERS more endpoints of the same process to the measured
+ *     one (each sends it one message), which then stay open and idle: the
+ *     measured endpoint has PEERS + 1 connections, so a provider's per-peer
+ *     work on every message shows.
  *
  * Prints, per round:
  *   MSGCOST prov=verbs mode=tagged size=8 iters=20000 p50_ns=.. avg_ns=.. min_ns=..
@@ -85,9 +89,9 @@ int main(int argc, char **argv)
 {
 	const char *prov = "verbs";
 	bool tagged = false;
-	unsigned long iters = 20000, size = 8, rounds = 1, polls = (unsigned long)-1;
+	unsigned long iters = 20000, size = 8, rounds = 1, polls = (unsigned long)-1, extra = 0;
 	int o;
-	while ((o = getopt(argc, argv, "p:tn:s:r:P:")) != -1) {
+	while ((o = getopt(argc, argv, "p:tn:s:r:P:c:")) != -1) {
 		switch (o) {
 		case 'p': prov = optarg; break;
 		case 't': tagged = true; break;
@@ -95,8 +99,9 @@ int main(int argc, char **argv)
 		case 's': size = strtoul(optarg, NULL, 0); break;
 		case 'r': rounds = strtoul(optarg, NULL, 0); break;
 		case 'P': polls = strtoul(optarg, NULL, 0); break;
+		case 'c': extra = strtoul(optarg, NULL, 0); break;
 		default:
-			fprintf(stderr, "usage: fi_msgcost [-p PROV] [-t] [-n ITERS] [-s SIZE] [-r ROUNDS] [-P POLLS]\n");
+			fprintf(stderr, "usage: fi_msgcost [-p PROV] [-t] [-n ITERS] [-s SIZE] [-r ROUNDS] [-P POLLS] [-c PEERS]\n");
 			return 2;
 		}
 	}
@@ -145,6 +150,57 @@ int main(int argc, char **argv)
 		fprintf(stderr, "fi_msgcost: size %lu exceeds inject_size %zu\n", size, info->tx_attr->inject_size);
 		return 1;
 	}
+	/* idle peers: each connects by sending the measured endpoint one message */
+	struct fid_ep **xe = calloc(extra ? extra : 1, sizeof(*xe));
+	struct fid_cq *xcq = NULL;
+	struct fid_av *xav = NULL;
+	if (extra) {
+		if (extra > info->rx_attr->size) {
+			fprintf(stderr, "fi_msgcost: -c %lu exceeds rx_size %zu\n", extra, info->rx_attr->size);
+			return 1;
+		}
+		CHK(fi_cq_open(domain, &ca, &xcq, NULL));
+		struct fi_av_attr xa = { .type = FI_AV_TABLE, .count = 4 };
+		CHK(fi_av_open(domain, &xa, &xav, NULL));
+		fi_addr_t to;
+		if (fi_av_insert(xav, name, 1, &to, 0, NULL) != 1) {
+			fprintf(stderr, "fi_msgcost: fi_av_insert for the idle peers failed\n");
+			return 1;
+		}
+		struct fi_context *xctx = calloc(extra, sizeof(*xctx));
+		for (unsigned long k = 0; k < extra; k++)
+			CHK(fi_trecv(ep, rb, size, desc, FI_ADDR_UNSPEC, 99, 0, &xctx[k]));
+		for (unsigned long k = 0; k < extra; k++) {
+			CHK(fi_endpoint(domain, info, &xe[k], NULL));
+			CHK(fi_ep_bind(xe[k], &xcq->fid, FI_TRANSMIT | FI_RECV));
+			CHK(fi_ep_bind(xe[k], &xav->fid, 0));
+			CHK(fi_enable(xe[k]));
+			ssize_t rc;
+			struct fi_cq_tagged_entry c[8];
+			while ((rc = fi_tinject(xe[k], sb, size, to, 99)) == -FI_EAGAIN)
+				(void)fi_cq_read(xcq, c, 8);
+			CHK(rc);
+		}
+		unsigned long got = 0;
+		uint64_t spins = 0;
+		while (got < extra) {
+			struct fi_cq_tagged_entry c[8];
+			ssize_t n = fi_cq_read(rxcq, c, 8);
+			if (n > 0)
+				got += (unsigned long)n;
+			else if (n != -FI_EAGAIN) {
+				fprintf(stderr, "fi_msgcost: fi_cq_read(rx) while connecting = %zd\n", n);
+				return 1;
+			}
+			(void)fi_cq_read(xcq, c, 8);
+			(void)fi_cq_read(txcq, c, 8);
+			if (++spins > 200000000u) {
+				fprintf(stderr, "fi_msgcost: the idle peers did not connect (%lu of %lu)\n", got, extra);
+				return 1;
+			}
+		}
+		free(xctx);
+	}
 	uint64_t *t = calloc(iters, sizeof(*t));
 	unsigned long warm = iters / 10 + 10;
 	for (unsigned long r = 0; r < rounds; r++) {
@@ -192,6 +248,13 @@ int main(int argc, char **argv)
 		printf("POLLCOST prov=%s iters=%lu avg_ns=%.1f\n", prov, np, (double)(now_ns() - p0) / (double)np);
 		fflush(stdout);
 	}
+	for (unsigned long k = 0; k < extra; k++)
+		CHK(fi_close(&xe[k]->fid));
+	if (xav)
+		CHK(fi_close(&xav->fid));
+	if (xcq)
+		CHK(fi_close(&xcq->fid));
+	free(xe);
 	CHK(fi_close(&ep->fid));
 	CHK(fi_close(&mr->fid));
 	CHK(fi_close(&av->fid));
