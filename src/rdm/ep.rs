@@ -101,6 +101,9 @@ enum Direct {
     Queue,
     /// Posting failed: the connection must fail (which reports the message).
     Failed(u32, i32),
+    /// On the wire unsignaled, and done as far as the application sees (a
+    /// silent send: nothing to report unless its connection fails).
+    Retired,
 }
 
 /// Sizes of the endpoint's and its connections' resources.
@@ -125,10 +128,11 @@ struct Geo {
 
 impl Geo {
     /// Completion-queue entries one connection adds (its own receive buffers
-    /// without an SRQ, and its other send-queue requests; the shared pool and
-    /// the send slots are counted once for the endpoint).
+    /// without an SRQ, its other send-queue requests, and its unsignaled
+    /// sends, which complete when flushed; the shared pool and the send
+    /// slots are counted once for the endpoint).
     fn cqes(&self, shared: bool) -> usize {
-        WR_OPS + if shared { 0 } else { self.peer_bufs }
+        WR_OPS + UNSIG_MAX + if shared { 0 } else { self.peer_bufs }
     }
 }
 
@@ -773,6 +777,7 @@ impl RdmEp {
                     g.tx_count += 1;
                     return Ok(());
                 }
+                Direct::Retired => return Ok(()),
                 Direct::Failed(conn, err) => {
                     g.tx_count += 1;
                     // The slot owes the completion: failing the connection reports it.
@@ -1093,7 +1098,7 @@ impl Net {
             return crate::fail!(FiError::IO, "rdm: connection {conn_id} vanished");
         };
         let caps = QpCaps {
-            max_send_wr: (geo.nslots + WR_OPS) as u32,
+            max_send_wr: (geo.nslots + WR_OPS + UNSIG_MAX) as u32,
             max_recv_wr: geo.peer_bufs as u32,
             max_send_sge: geo.send_sge,
             max_recv_sge: 1,
@@ -1126,6 +1131,7 @@ impl Net {
             reads_out: 0,
             max_inline: qp.caps.max_inline as usize,
             qp_num,
+            unsig: Unsignaled::default(),
         });
         self.qpn.insert(qp_num, conn_id);
         self.cq_need = need;
@@ -1295,6 +1301,12 @@ impl Inner {
 
     fn tx_done(&mut self, done: TxDone, err: Option<i32>) {
         self.tx_count = self.tx_count.saturating_sub(1);
+        self.tx_report(done, err);
+    }
+
+    /// Reports a transmit outcome (counters, CQ); `tx_done` also frees its
+    /// place in the transmit queue, which a retired unsignaled send left at once.
+    fn tx_report(&self, done: TxDone, err: Option<i32>) {
         self.cntrs.count(done.flags, err.is_none());
         let Some((cq, _)) = &self.tx_cq else { return };
         match err {
@@ -1632,8 +1644,16 @@ impl Inner {
         if kind == WrKind::Send && ok {
             // The common send completion: the slot names its connection (and
             // is not that connection's any more if it was torn down meanwhile).
-            if let Some(Some(done)) = net.send.complete(idx, wr_conn) {
-                self.tx_done(done, None);
+            if let Some((done, covers)) = net.send.complete(idx, wr_conn) {
+                if covers > 0 {
+                    // The unsignaled sends posted before it are done too.
+                    if let Some(r) = net.conns.get_mut(&wr_conn).and_then(|c| c.res.as_mut()) {
+                        r.unsig.retire(covers);
+                    }
+                }
+                if let Some(done) = done {
+                    self.tx_done(done, None);
+                }
             }
             return;
         }
@@ -1683,7 +1703,9 @@ impl Inner {
                 self.handle_recv(conn_id, addr, idx, wc);
             }
             WrKind::Send => {
-                let done = net.send.complete(idx, conn_id).flatten();
+                // (An unsignaled send completes only in error: no slot, and
+                // failing the connection reports what it owed.)
+                let done = net.send.complete(idx, conn_id).and_then(|(d, _)| d);
                 if let Some(done) = done {
                     self.tx_done(done, if ok { None } else { Some(crate::cq::status_to_err(wc.status())) });
                 }
@@ -1836,6 +1858,8 @@ impl Inner {
     /// queue entry); the header carries the grant owed to the peer, as a
     /// queued message's would.
     fn send_direct(&mut self, addr: &SocketAddr, env: Envelope, iov: &[Iov], len: usize, done: TxDone) -> Direct {
+        // A silent send with no counter to tell may go unsignaled (retired now).
+        let quiet = done.silent && self.cntrs.send.is_none();
         let Some(net) = &mut self.net else { return Direct::Queue };
         let Net { peers, conns, geo, send, rx, .. } = net;
         if !send.has_free() || proto::HEADER_LEN + len > geo.stride {
@@ -1848,7 +1872,7 @@ impl Inner {
         let Some(conn_id) = peer.send_conn else { return Direct::Queue };
         let Some(conn) = conns.get_mut(&conn_id) else { return Direct::Queue };
         let Some(qp) = conn.id.qp() else { return Direct::Queue };
-        let Some(res) = conn.res.as_ref() else { return Direct::Queue };
+        let Some(res) = conn.res.as_mut() else { return Direct::Queue };
         let Some(flow) = peer.flow.as_mut() else { return Direct::Queue };
         let share = match (rx.as_mut(), peer.rx_bank.as_mut()) {
             (Some(p), _) => p.bank.share_mut(addr),
@@ -1874,12 +1898,29 @@ impl Inner {
         sbuf.write(off, &hdr);
         sbuf.fill_from_iovs(off + proto::HEADER_LEN, iov, len);
         let n = proto::HEADER_LEN + len;
-        let fl = send_flags::SIGNALED | if n <= res.max_inline { send_flags::INLINE } else { 0 };
         let iov = sbuf.iov(off, n);
-        send.set_done(s, Some(done));
-        match qp.post_send(wr_id(WrKind::Send, conn_id, s), SendOp::Send, &[iov], fl) {
+        let skip = quiet && n <= res.max_inline && res.unsig.may_skip();
+        let (wid, fl) = if skip {
+            // Inline: the slot is free once posted. Failing the connection reports it.
+            res.unsig.push(Some(done));
+            (wr_id(WrKind::Send, conn_id, UNSIG_SLOT), send_flags::INLINE)
+        } else {
+            send.set_done(s, Some(done));
+            send.set_covers(s, res.unsig.cover());
+            (wr_id(WrKind::Send, conn_id, s), send_flags::SIGNALED | if n <= res.max_inline { send_flags::INLINE } else { 0 })
+        };
+        match qp.post_send(wid, SendOp::Send, &[iov], fl) {
+            Ok(()) if skip => {
+                send.put_back(s);
+                Direct::Retired
+            }
             Ok(()) => Direct::Posted,
             Err(e) => {
+                if skip {
+                    // Not posted: the slot owes the failure (as a signaled send's would).
+                    res.unsig.unpush();
+                    send.set_done(s, Some(done));
+                }
                 tracing::warn!("rdm: posting to {addr} failed: {}", ioerr(e));
                 Direct::Failed(conn_id, FI_EIO)
             }
@@ -1888,11 +1929,12 @@ impl Inner {
 
     /// Sends what flow control and the send queues allow, for one peer.
     fn drain_one(&mut self, addr: &SocketAddr) {
+        let quiet = self.cntrs.send.is_none();
         let Some(net) = &mut self.net else { return };
         let mut done_now: Vec<(TxDone, Option<i32>)> = Vec::new();
         let Net { peers, conns, geo, send, rx, .. } = net;
         let Some(peer) = peers.get_mut(addr).filter(|p| p.ready) else { return };
-        let r = Self::drain_with_share(peer, rx, conns, geo, send, &mut done_now);
+        let r = Self::drain_with_share(peer, rx, conns, geo, send, quiet, &mut done_now);
         for (d, e) in done_now {
             self.tx_done(d, e);
         }
@@ -1903,6 +1945,7 @@ impl Inner {
 
     /// Sends what flow control and the send queues allow, for every peer.
     fn drain_all(&mut self) {
+        let quiet = self.cntrs.send.is_none();
         let Some(net) = &mut self.net else { return };
         let mut failed = Vec::new();
         let mut done_now: Vec<(TxDone, Option<i32>)> = Vec::new();
@@ -1918,7 +1961,7 @@ impl Inner {
                     continue;
                 }
             }
-            if let Err((conn_id, e)) = Self::drain_with_share(peer, rx, conns, geo, send, &mut done_now) {
+            if let Err((conn_id, e)) = Self::drain_with_share(peer, rx, conns, geo, send, quiet, &mut done_now) {
                 failed.push((conn_id, e));
             }
         }
@@ -1938,6 +1981,7 @@ impl Inner {
         conns: &mut HashMap<u32, Conn>,
         geo: &Geo,
         send: &mut SendPool,
+        quiet: bool,
         done_now: &mut Vec<(TxDone, Option<i32>)>,
     ) -> Result<(), (u32, i32)> {
         // Nothing queued and no credit to return (most calls after a
@@ -1960,7 +2004,7 @@ impl Inner {
             (None, None) => None,
         }
         .unwrap_or(&mut none);
-        let r = Self::drain_peer(peer, share, conns, geo, send, done_now);
+        let r = Self::drain_peer(peer, share, conns, geo, send, quiet, done_now);
         peer.rx_bank = own;
         r
     }
@@ -1972,6 +2016,7 @@ impl Inner {
         conns: &mut HashMap<u32, Conn>,
         geo: &Geo,
         send: &mut SendPool,
+        quiet: bool,
         done_now: &mut Vec<(TxDone, Option<i32>)>,
     ) -> Result<(), (u32, i32)> {
         let addr = peer.addr;
@@ -2115,7 +2160,26 @@ impl Inner {
                     }
                 },
             };
+            // Unsignaled when inline and owing nothing on success (a protocol
+            // message; a silent send, retired now): see `Unsignaled`.
+            let skip = n <= res.max_inline && done.is_none_or(|d| d.silent && quiet) && res.unsig.may_skip();
+            if skip {
+                res.unsig.push(done);
+                let r = qp.post_send(wr_id(WrKind::Send, conn_id, UNSIG_SLOT), op, &[sbuf.iov(off, n)], send_flags::INLINE);
+                if r.is_err() {
+                    // Not posted: the slot owes it, as below.
+                    res.unsig.unpush();
+                    send.set_done(s, done);
+                    r.map_err(fail)?;
+                }
+                send.put_back(s);
+                if let Some(d) = done {
+                    done_now.push((d, None));
+                }
+                continue;
+            }
             send.set_done(s, done);
+            send.set_covers(s, res.unsig.cover());
             let fl = send_flags::SIGNALED | if n <= res.max_inline { send_flags::INLINE } else { 0 };
             qp.post_send(wr_id(WrKind::Send, conn_id, s), op, &[sbuf.iov(off, n)], fl).map_err(fail)?;
         }
@@ -2397,6 +2461,8 @@ impl Inner {
         let is_peer_conn = net.peers.get(&addr).is_some_and(|p| p.conns.contains(&conn_id));
         let mut done: Vec<(TxDone, Option<i32>)> = Vec::new();
         let mut reads: Vec<u64> = Vec::new();
+        // Unsignaled sends not known complete (retired already: reported, not counted out again).
+        let mut late: Vec<TxDone> = Vec::new();
         let conn_ids: Vec<u32> = if is_peer_conn { net.peers[&addr].conns.clone() } else { vec![conn_id] };
         let mut dead = Vec::new();
         for c in &conn_ids {
@@ -2408,6 +2474,7 @@ impl Inner {
                     done.push((d, Some(err)));
                 }
                 if let Some(res) = conn.res.as_mut() {
+                    late.extend(res.unsig.fail());
                     for (_, op) in res.wr_ops.drain() {
                         match op {
                             WrOp::Read(r) => reads.push(r),
@@ -2450,6 +2517,12 @@ impl Inner {
                     }
                 }
             }
+        }
+        if !late.is_empty() {
+            tracing::warn!("rdm: {} unsignaled sends to {addr} fail with their connection ({err})", late.len());
+        }
+        for d in late {
+            self.tx_report(d, Some(err));
         }
         for (d, e) in done {
             self.tx_done(d, e);

@@ -131,6 +131,78 @@ pub struct QpRes {
     pub reads_out: usize,
     pub max_inline: usize,
     pub qp_num: u32,
+    /// Inline sends posted without a completion request.
+    pub unsig: Unsignaled,
+}
+
+/// Most unsignaled sends outstanding on one QP (its send queue has room
+/// for them besides the send slots and `WR_OPS`).
+pub const UNSIG_MAX: usize = 16;
+/// Every this many sends in a row on a QP, one is signaled, so unsignaled
+/// ones keep being retired while the QP is busy.
+pub const UNSIG_EVERY: u32 = 8;
+/// The send-slot index in the work-request id of an unsignaled send (no
+/// slot: `SendPool` has far fewer). Only its failure completes.
+pub const UNSIG_SLOT: u32 = 0xff_ffff;
+
+/// Sends posted unsignaled on one QP: inline (the device copied the bytes
+/// when they were posted, so their send slot is free at once) and owing the
+/// application nothing on success (protocol messages; injects, retired when
+/// posted). A QP completes its sends in order, so the completion of a later
+/// signaled send retires them; until then each keeps what to report if its
+/// connection fails first (`fail`), as a slot would.
+#[derive(Debug, Default)]
+pub struct Unsignaled {
+    /// Oldest first: what each reports on failure (None: a protocol message).
+    owed: VecDeque<Option<TxDone>>,
+    /// Of `owed`, how many were posted after the last signaled send.
+    since: u32,
+}
+
+impl Unsignaled {
+    /// Whether the next send may go unsignaled: not too many outstanding,
+    /// and not the `UNSIG_EVERY`-th in a row.
+    pub fn may_skip(&self) -> bool {
+        self.owed.len() < UNSIG_MAX && self.since + 1 < UNSIG_EVERY
+    }
+
+    /// An unsignaled send was posted.
+    pub fn push(&mut self, fail: Option<TxDone>) {
+        self.owed.push_back(fail);
+        self.since += 1;
+    }
+
+    /// Takes back the last `push` (its send was not posted after all).
+    pub fn unpush(&mut self) {
+        if self.owed.pop_back().is_some() {
+            self.since = self.since.saturating_sub(1);
+        }
+    }
+
+    /// A signaled send is posted: how many unsignaled ones its completion retires.
+    pub fn cover(&mut self) -> u32 {
+        std::mem::take(&mut self.since)
+    }
+
+    /// The signaled send that covered `n` completed: the `n` oldest are done.
+    pub fn retire(&mut self, n: u32) {
+        let n = (n as usize).min(self.owed.len());
+        self.owed.drain(..n);
+    }
+
+    /// The connection failed: what the outstanding ones report.
+    pub fn fail(&mut self) -> Vec<TxDone> {
+        self.since = 0;
+        self.owed.drain(..).flatten().collect()
+    }
+
+    pub fn len(&self) -> usize {
+        self.owed.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.owed.is_empty()
+    }
 }
 
 /// One RC connection to a peer.
@@ -355,6 +427,52 @@ mod tests {
 
     fn a(s: &str) -> SocketAddr {
         s.parse().unwrap()
+    }
+
+    fn td(context: u64) -> TxDone {
+        TxDone { context, flags: 0, silent: true }
+    }
+
+    #[test]
+    fn unsignaled_sends_are_retired_in_order_and_bounded() {
+        let mut u = Unsignaled::default();
+        // A run: UNSIG_EVERY - 1 unsignaled, then one must be signaled.
+        for i in 0..UNSIG_EVERY as u64 - 1 {
+            assert!(u.may_skip(), "send {i} of the run");
+            u.push(Some(td(i)));
+        }
+        assert!(!u.may_skip());
+        let c1 = u.cover();
+        assert_eq!(c1, UNSIG_EVERY - 1);
+        // A second run before the first signaled send completes.
+        u.push(None);
+        u.push(Some(td(100)));
+        let c2 = u.cover();
+        assert_eq!((c2, u.len()), (2, UNSIG_EVERY as usize + 1));
+        // The first signaled send's completion retires exactly its run.
+        u.retire(c1);
+        assert_eq!(u.len(), 2);
+        // A failure now reports what is left, oldest first, protocol messages omitted.
+        assert_eq!(u.fail(), vec![td(100)]);
+        assert!(u.is_empty() && u.may_skip());
+        u.retire(5);
+        assert!(u.is_empty());
+    }
+
+    #[test]
+    fn unsignaled_sends_never_exceed_their_bound() {
+        // Signaled sends that never complete: the unsignaled ones stop at UNSIG_MAX.
+        let mut u = Unsignaled::default();
+        let mut covered = 0;
+        for _ in 0..10 * UNSIG_MAX {
+            if u.may_skip() {
+                u.push(None);
+            } else {
+                covered += u.cover();
+            }
+        }
+        assert_eq!(u.len(), UNSIG_MAX);
+        assert_eq!(covered as usize + u.cover() as usize, UNSIG_MAX);
     }
 
     #[test]

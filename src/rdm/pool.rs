@@ -129,6 +129,9 @@ struct Slot {
     conn: u32,
     /// The completion owed when the request using the slot completes.
     done: Option<TxDone>,
+    /// Unsignaled sends of the connection that the request's completion
+    /// retires (`peer::Unsignaled::cover`).
+    covers: u32,
 }
 
 /// Send slots: one registered region, shared by all connections of the endpoint.
@@ -163,7 +166,7 @@ impl SendPool {
     /// Takes a free slot for connection `conn`.
     pub fn take(&mut self, conn: u32) -> Option<u32> {
         let s = self.free.pop()?;
-        self.slots[s as usize] = Some(Slot { conn, done: None });
+        self.slots[s as usize] = Some(Slot { conn, done: None, covers: 0 });
         Some(s)
     }
 
@@ -181,13 +184,21 @@ impl SendPool {
         }
     }
 
+    /// The signaled request on slot `s` retires `n` unsignaled sends when it completes.
+    pub fn set_covers(&mut self, s: u32, n: u32) {
+        if let Some(Some(x)) = self.slots.get_mut(s as usize) {
+            x.covers = n;
+        }
+    }
+
     /// The request on slot `s` of connection `conn` completed: frees the slot,
-    /// returns what it owed. None when the slot is not (any more) that connection's.
-    pub fn complete(&mut self, s: u32, conn: u32) -> Option<Option<TxDone>> {
+    /// returns what it owed and how many unsignaled sends it retires. None
+    /// when the slot is not (any more) that connection's.
+    pub fn complete(&mut self, s: u32, conn: u32) -> Option<(Option<TxDone>, u32)> {
         let x = self.slots.get_mut(s as usize)?;
         match x {
             Some(sl) if sl.conn == conn => {
-                let d = sl.done;
+                let d = (sl.done, sl.covers);
                 *x = None;
                 self.free.push(s);
                 Some(d)
