@@ -420,7 +420,7 @@ impl MsgEp {
         } else {
             (a.max_qp_init_rd_atom.clamp(0, 255) as u8, a.max_qp_rd_atom.clamp(0, 255) as u8)
         };
-        ConnParam { private_data: data, responder_resources: resp, initiator_depth: init, retry_count: 7, rnr_retry_count: 7 }
+        ConnParam { private_data: data, responder_resources: resp, initiator_depth: init, retry_count: crate::verbs::cm::RC_RETRY_COUNT, rnr_retry_count: crate::verbs::cm::RNR_RETRY_FOREVER }
     }
 
     /// `fi_connect`.
@@ -699,7 +699,12 @@ impl MsgEp {
 pub fn set_rnr_timer(qp: &crate::verbs::Qp, what: &str) {
     let want = crate::config::get().min_rnr_timer;
     match qp.set_min_rnr_timer(want) {
-        Ok(got) => tracing::debug!("{what}: QP {} min_rnr_timer {got} (asked {want})", qp.qp_num()),
+        Ok(got) => {
+            tracing::debug!("{what}: QP {} min_rnr_timer {got} (asked {want})", qp.qp_num());
+            if let Ok((t, r, rnr)) = qp.retry_attrs() {
+                tracing::debug!("{what}: QP {} ack timeout {t} retry_cnt {r} rnr_retry {rnr}", qp.qp_num());
+            }
+        }
         Err(e) => tracing::warn!("{what}: QP {}: cannot set min_rnr_timer {want}: errno {e}", qp.qp_num()),
     }
 }

@@ -123,6 +123,7 @@ CTESTS=(
   rdm_restart:rdm_restart
   rdm_inject_burst:rdm_inject_burst
   rdm_idle_peers:rdm_idle_peers
+  rdm_inject_fail:rdm_inject_fail
   # issue 4 (completion and progress)
   cntr_msg:cntr_msg
   cntr_rdm:cntr_rdm
@@ -205,6 +206,17 @@ if selected rdm_restart && [ -f "$LAB_OUT/rdm_restart.log" ]; then
   grep -Eq "restarted \(incarnation 0x[0-9a-f]+, was 0x[0-9a-f]+\): failing its old connection" "$LAB_OUT/rdm_restart.log" ||
     { echo "rdm_restart_log: no 'restarted (incarnation ...)' line"; rc=1; }
   record rdm_restart_log "$rc"
+fi
+
+# ---- rdm_inject_fail's injects were on the wire when their connection failed
+# (unsignaled, reported by the connection's failure), not in a queue.
+if selected rdm_inject_fail && [ -f "$LAB_OUT/rdm_inject_fail.log" ]; then
+  rc=0
+  grep -q "ignoring DISCONNECTED from" "$LAB_OUT/rdm_inject_fail.log" ||
+    { echo "rdm_inject_fail_log: no 'ignoring DISCONNECTED' line (the fault was not injected)"; rc=1; }
+  grep -Eq "rdm: [0-9]+ unsignaled sends to .* fail with their connection" "$LAB_OUT/rdm_inject_fail.log" ||
+    { echo "rdm_inject_fail_log: no 'unsignaled sends ... fail with their connection' line"; rc=1; }
+  record rdm_inject_fail_log "$rc"
 fi
 
 # ---- RNR timer: every connected QP advertises FI_VERBS_MIN_RNR_TIMER --------

@@ -2392,8 +2392,8 @@ impl Inner {
             private_data: &accept_hello,
             responder_resources: (ev.initiator_depth as i32).min(resp).clamp(0, 255) as u8,
             initiator_depth: (ev.responder_resources as i32).min(init).clamp(0, 255) as u8,
-            retry_count: 7,
-            rnr_retry_count: 7,
+            retry_count: crate::verbs::cm::RC_RETRY_COUNT,
+            rnr_retry_count: crate::verbs::cm::RNR_RETRY_FOREVER,
         };
         let conn = net.conns.get(&conn_id).expect("inserted");
         if let Err(e) = conn.id.accept(&p) {
@@ -2440,8 +2440,8 @@ impl Inner {
             private_data: &hello,
             responder_resources: resp.clamp(0, 255) as u8,
             initiator_depth: init.clamp(0, 255) as u8,
-            retry_count: 7,
-            rnr_retry_count: 7,
+            retry_count: crate::verbs::cm::RC_RETRY_COUNT,
+            rnr_retry_count: crate::verbs::cm::RNR_RETRY_FOREVER,
         };
         let conn = net.conns.get_mut(&conn_id).expect("present");
         conn.stage = Stage::Connecting;

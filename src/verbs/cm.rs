@@ -150,6 +150,16 @@ impl Drop for EventChannel {
     }
 }
 
+/// Transport retries of an RC connection (the IB retry count: each a local
+/// ACK timeout long). 6, not the field's maximum 7: Soft-RoCE treats 7 as
+/// "retry forever" (as the RNR retry count's 7 is by the spec), so a peer
+/// whose host vanished would never fail the sends on the wire; measured by
+/// `rdm_inject_fail`, where with 7 nothing failed in 60 s. On other devices
+/// 6 is one retry fewer.
+pub const RC_RETRY_COUNT: u8 = 6;
+/// RNR retries: 7 = retry forever (a receiver that is slow to post is not an error).
+pub const RNR_RETRY_FOREVER: u8 = 7;
+
 /// Connection parameters for connect/accept.
 #[derive(Debug, Clone, Default)]
 pub struct ConnParam<'a> {

@@ -704,6 +704,21 @@ impl Qp {
         Ok(q.min_rnr_timer)
     }
 
+    /// The QP's transport retry settings as the device holds them: the local
+    /// ACK timeout (IB encoding: 4.096 µs × 2^t, 0 = wait forever), the
+    /// retry count and the RNR retry count.
+    pub fn retry_attrs(&self) -> Result<(u8, u8, u8), Errno> {
+        use ffi::ibv_qp_attr_mask as m;
+        // SAFETY: ibv_qp_attr is POD; zero is valid (an out-struct the driver fills).
+        let mut q: ffi::ibv_qp_attr = unsafe { std::mem::zeroed() };
+        // SAFETY: ibv_qp_init_attr is POD (integers, pointers); zero is valid.
+        let mut init: ffi::ibv_qp_init_attr = unsafe { std::mem::zeroed() };
+        let mask = m::IBV_QP_TIMEOUT.0 | m::IBV_QP_RETRY_CNT.0 | m::IBV_QP_RNR_RETRY.0;
+        // SAFETY: valid QP; both out-structs are live for the call.
+        check(unsafe { ffi::ibv_query_qp(self.ptr.as_ptr(), &mut q, mask as i32, &mut init) })?;
+        Ok((q.timeout, q.retry_cnt, q.rnr_retry))
+    }
+
     /// Moves the QP to the error state, which flushes every outstanding request.
     pub fn to_error(&self) -> Result<(), Errno> {
         // SAFETY: ibv_qp_attr is POD; zero is valid.
