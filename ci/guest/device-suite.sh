@@ -208,14 +208,15 @@ if selected rdm_restart && [ -f "$LAB_OUT/rdm_restart.log" ]; then
   record rdm_restart_log "$rc"
 fi
 
-# ---- rdm_inject_fail's injects were on the wire when their connection failed
-# (unsignaled, reported by the connection's failure), not in a queue.
+# ---- rdm_inject_fail's 4 injects were on the wire when their connection
+# failed (unsignaled, each reported by its flushed or failed completion), not
+# in a queue.
 if selected rdm_inject_fail && [ -f "$LAB_OUT/rdm_inject_fail.log" ]; then
   rc=0
   grep -q "ignoring DISCONNECTED from" "$LAB_OUT/rdm_inject_fail.log" ||
     { echo "rdm_inject_fail_log: no 'ignoring DISCONNECTED' line (the fault was not injected)"; rc=1; }
-  grep -Eq "rdm: [0-9]+ unsignaled sends to .* fail with their connection" "$LAB_OUT/rdm_inject_fail.log" ||
-    { echo "rdm_inject_fail_log: no 'unsignaled sends ... fail with their connection' line"; rc=1; }
+  grep -Eq "rdm: 4 unsignaled sends to .* failed with their connection" "$LAB_OUT/rdm_inject_fail.log" ||
+    { echo "rdm_inject_fail_log: no '4 unsignaled sends ... failed with their connection' line"; rc=1; }
   record rdm_inject_fail_log "$rc"
 fi
 

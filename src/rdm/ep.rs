@@ -1666,6 +1666,14 @@ impl Inner {
                 // A connection that failed meanwhile: its buffer is ours again.
                 net.grave_arrival(wc.qp_num());
                 self.repost_pool(idx, None);
+            } else if kind == WrKind::Send && is_unsignaled(idx) {
+                // An unsignaled send of a connection that failed meanwhile (its
+                // QP in the grave), flushed: it reports what it keeps.
+                let owed = net.graves.iter_mut().flat_map(|g| g.conns.iter_mut()).find(|(id, _)| *id == wr_conn);
+                let owed = owed.and_then(|(_, c)| c.res.as_mut()).and_then(|r| r.unsig.errored(idx));
+                if let Some(d) = owed {
+                    self.tx_report(d, Some(if flushed { FI_ECONNABORTED } else { crate::cq::status_to_err(wc.status()) }));
+                }
             } else if kind == WrKind::Send {
                 // A connection torn down meanwhile (its QP in the grave): a send slot it used is free now.
                 net.send.complete(idx, wr_conn);
@@ -1702,9 +1710,19 @@ impl Inner {
                 let addr = conn.peer;
                 self.handle_recv(conn_id, addr, idx, wc);
             }
+            WrKind::Send if is_unsignaled(idx) => {
+                // Completes only in error (the connection fails below): the
+                // unsignaled sends before it succeeded; it reports what it
+                // keeps (its transmit-queue place was freed when posted).
+                let owed = conn.res.as_mut().and_then(|r| r.unsig.errored(idx));
+                if let Some(d) = owed {
+                    self.tx_report(d, Some(if flushed { FI_ECONNABORTED } else { crate::cq::status_to_err(wc.status()) }));
+                }
+                if !ok {
+                    self.conn_failed(conn_id, if flushed { FI_ECONNABORTED } else { FI_EIO });
+                }
+            }
             WrKind::Send => {
-                // (An unsignaled send completes only in error: no slot, and
-                // failing the connection reports what it owed.)
                 let done = net.send.complete(idx, conn_id).and_then(|(d, _)| d);
                 if let Some(done) = done {
                     self.tx_done(done, if ok { None } else { Some(crate::cq::status_to_err(wc.status())) });
@@ -1901,9 +1919,9 @@ impl Inner {
         let iov = sbuf.iov(off, n);
         let skip = quiet && n <= res.max_inline && res.unsig.may_skip();
         let (wid, fl) = if skip {
-            // Inline: the slot is free once posted. Failing the connection reports it.
-            res.unsig.push(Some(done));
-            (wr_id(WrKind::Send, conn_id, UNSIG_SLOT), send_flags::INLINE)
+            // Inline: the slot is free once posted. Only a failure completes it (and reports it).
+            let idx = res.unsig.push(Some(done));
+            (wr_id(WrKind::Send, conn_id, idx), send_flags::INLINE)
         } else {
             send.set_done(s, Some(done));
             send.set_covers(s, res.unsig.cover());
@@ -2164,8 +2182,8 @@ impl Inner {
             // message; a silent send, retired now): see `Unsignaled`.
             let skip = n <= res.max_inline && done.is_none_or(|d| d.silent && quiet) && res.unsig.may_skip();
             if skip {
-                res.unsig.push(done);
-                let r = qp.post_send(wr_id(WrKind::Send, conn_id, UNSIG_SLOT), op, &[sbuf.iov(off, n)], send_flags::INLINE);
+                let idx = res.unsig.push(done);
+                let r = qp.post_send(wr_id(WrKind::Send, conn_id, idx), op, &[sbuf.iov(off, n)], send_flags::INLINE);
                 if r.is_err() {
                     // Not posted: the slot owes it, as below.
                     res.unsig.unpush();
@@ -2461,8 +2479,6 @@ impl Inner {
         let is_peer_conn = net.peers.get(&addr).is_some_and(|p| p.conns.contains(&conn_id));
         let mut done: Vec<(TxDone, Option<i32>)> = Vec::new();
         let mut reads: Vec<u64> = Vec::new();
-        // Unsignaled sends not known complete (retired already: reported, not counted out again).
-        let mut late: Vec<TxDone> = Vec::new();
         let conn_ids: Vec<u32> = if is_peer_conn { net.peers[&addr].conns.clone() } else { vec![conn_id] };
         let mut dead = Vec::new();
         for c in &conn_ids {
@@ -2474,7 +2490,6 @@ impl Inner {
                     done.push((d, Some(err)));
                 }
                 if let Some(res) = conn.res.as_mut() {
-                    late.extend(res.unsig.fail());
                     for (_, op) in res.wr_ops.drain() {
                         match op {
                             WrOp::Read(r) => reads.push(r),
@@ -2517,12 +2532,6 @@ impl Inner {
                     }
                 }
             }
-        }
-        if !late.is_empty() {
-            tracing::warn!("rdm: {} unsignaled sends to {addr} fail with their connection ({err})", late.len());
-        }
-        for d in late {
-            self.tx_report(d, Some(err));
         }
         for (d, e) in done {
             self.tx_done(d, e);
@@ -2592,6 +2601,9 @@ impl Net {
         while let Some(i) = self.graves.iter().position(|g| g.until <= now) {
             let g = self.graves.swap_remove(i);
             for (id, c) in &g.conns {
+                if let Some(u) = c.res.as_ref().map(|r| &r.unsig).filter(|u| u.failed > 0) {
+                    tracing::warn!("rdm: {} unsignaled sends to {} failed with their connection", u.failed, c.peer);
+                }
                 if let Some(qp) = c.id.qp() {
                     if self.qpn.get(&qp.qp_num()) == Some(id) {
                         self.qpn.remove(&qp.qp_num());

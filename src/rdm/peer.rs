@@ -141,22 +141,36 @@ pub const UNSIG_MAX: usize = 16;
 /// Every this many sends in a row on a QP, one is signaled, so unsignaled
 /// ones keep being retired while the QP is busy.
 pub const UNSIG_EVERY: u32 = 8;
-/// The send-slot index in the work-request id of an unsignaled send (no
-/// slot: `SendPool` has far fewer). Only its failure completes.
-pub const UNSIG_SLOT: u32 = 0xff_ffff;
+/// Work-request indexes with this bit name an unsignaled send (its sequence
+/// number in the other bits), not a send slot (`SendPool` has far fewer).
+/// Only a failure completes them.
+pub const UNSIG_FLAG: u32 = 1 << 23;
+const UNSIG_SEQ: u32 = UNSIG_FLAG - 1;
+
+/// Whether a send's work-request index names an unsignaled send.
+pub fn is_unsignaled(index: u32) -> bool {
+    index & UNSIG_FLAG != 0
+}
 
 /// Sends posted unsignaled on one QP: inline (the device copied the bytes
 /// when they were posted, so their send slot is free at once) and owing the
-/// application nothing on success (protocol messages; injects, retired when
-/// posted). A QP completes its sends in order, so the completion of a later
-/// signaled send retires them; until then each keeps what to report if its
-/// connection fails first (`fail`), as a slot would.
+/// application nothing on success (protocol messages; silent sends, retired
+/// when posted). A QP completes its sends in order: the completion of a
+/// later signaled send retires them. One that fails completes (in error or
+/// flushed, with its sequence number in the work-request id): those before
+/// it succeeded, and it reports what it keeps (`errored`). The ones a failed
+/// connection's QP neither flushed nor failed by the time it is destroyed
+/// had succeeded.
 #[derive(Debug, Default)]
 pub struct Unsignaled {
-    /// Oldest first: what each reports on failure (None: a protocol message).
-    owed: VecDeque<Option<TxDone>>,
+    /// Oldest first: sequence number, and what it reports on failure (None:
+    /// a protocol message).
+    owed: VecDeque<(u32, Option<TxDone>)>,
     /// Of `owed`, how many were posted after the last signaled send.
     since: u32,
+    next_seq: u32,
+    /// How many reported a failure (for the log).
+    pub failed: u32,
 }
 
 impl Unsignaled {
@@ -166,16 +180,20 @@ impl Unsignaled {
         self.owed.len() < UNSIG_MAX && self.since + 1 < UNSIG_EVERY
     }
 
-    /// An unsignaled send was posted.
-    pub fn push(&mut self, fail: Option<TxDone>) {
-        self.owed.push_back(fail);
+    /// An unsignaled send is posted: returns its work-request index.
+    pub fn push(&mut self, fail: Option<TxDone>) -> u32 {
+        let seq = self.next_seq;
+        self.next_seq = (seq + 1) & UNSIG_SEQ;
+        self.owed.push_back((seq, fail));
         self.since += 1;
+        UNSIG_FLAG | seq
     }
 
     /// Takes back the last `push` (its send was not posted after all).
     pub fn unpush(&mut self) {
         if self.owed.pop_back().is_some() {
             self.since = self.since.saturating_sub(1);
+            self.next_seq = self.next_seq.wrapping_sub(1) & UNSIG_SEQ;
         }
     }
 
@@ -190,10 +208,19 @@ impl Unsignaled {
         self.owed.drain(..n);
     }
 
-    /// The connection failed: what the outstanding ones report.
-    pub fn fail(&mut self) -> Vec<TxDone> {
-        self.since = 0;
-        self.owed.drain(..).flatten().collect()
+    /// The unsignaled send with work-request index `index` completed in
+    /// error (or flushed): the ones before it succeeded; returns what it
+    /// reports. None for a protocol message, or an index not outstanding.
+    pub fn errored(&mut self, index: u32) -> Option<TxDone> {
+        let seq = index & UNSIG_SEQ;
+        let i = self.owed.iter().position(|(s, _)| *s == seq)?;
+        self.owed.drain(..i);
+        let (_, fail) = self.owed.pop_front()?;
+        self.since = self.since.min(self.owed.len() as u32);
+        if fail.is_some() {
+            self.failed += 1;
+        }
+        fail
     }
 
     pub fn len(&self) -> usize {
@@ -437,26 +464,47 @@ mod tests {
     fn unsignaled_sends_are_retired_in_order_and_bounded() {
         let mut u = Unsignaled::default();
         // A run: UNSIG_EVERY - 1 unsignaled, then one must be signaled.
+        let mut ids = Vec::new();
         for i in 0..UNSIG_EVERY as u64 - 1 {
             assert!(u.may_skip(), "send {i} of the run");
-            u.push(Some(td(i)));
+            ids.push(u.push(Some(td(i))));
         }
+        assert!(ids.iter().all(|&x| is_unsignaled(x) && x < 1 << 24), "{ids:?}");
         assert!(!u.may_skip());
         let c1 = u.cover();
         assert_eq!(c1, UNSIG_EVERY - 1);
         // A second run before the first signaled send completes.
-        u.push(None);
-        u.push(Some(td(100)));
+        let p = u.push(None);
+        let i100 = u.push(Some(td(100)));
+        let i101 = u.push(Some(td(101)));
         let c2 = u.cover();
-        assert_eq!((c2, u.len()), (2, UNSIG_EVERY as usize + 1));
+        assert_eq!((c2, u.len()), (3, UNSIG_EVERY as usize + 2));
         // The first signaled send's completion retires exactly its run.
         u.retire(c1);
-        assert_eq!(u.len(), 2);
-        // A failure now reports what is left, oldest first, protocol messages omitted.
-        assert_eq!(u.fail(), vec![td(100)]);
+        assert_eq!(u.len(), 3);
+        // The QP fails at the second of the rest: the first succeeded (a
+        // protocol message: nothing to report), the others report, once.
+        assert_eq!(u.errored(i100), Some(td(100)));
+        assert_eq!(u.errored(p), None, "succeeded before the failure");
+        assert_eq!(u.errored(i101), Some(td(101)));
+        assert_eq!(u.errored(i101), None, "reported once");
+        assert_eq!(u.failed, 2);
         assert!(u.is_empty() && u.may_skip());
         u.retire(5);
         assert!(u.is_empty());
+    }
+
+    #[test]
+    fn unsignaled_sequence_numbers_wrap_and_unpush() {
+        let mut u = Unsignaled { next_seq: UNSIG_SEQ, ..Default::default() };
+        let a = u.push(Some(td(1)));
+        let b = u.push(Some(td(2)));
+        assert_eq!((a, b), (UNSIG_FLAG | UNSIG_SEQ, UNSIG_FLAG));
+        u.unpush();
+        let c = u.push(Some(td(3)));
+        assert_eq!(c, b, "an unposted send's number is reused");
+        assert_eq!(u.errored(c), Some(td(3)));
+        assert!(u.is_empty(), "the older one succeeded");
     }
 
     #[test]

@@ -10,22 +10,26 @@
  * under them.
  *
  *  - client A (an extra process) and child 0 each exchange a message with
- *    the server;
+ *    the server; the server then injects NOK messages to A, which A
+ *    receives (byte-exact): they went out unsignaled, and nothing retired
+ *    them before the connection failed below, yet they succeeded, so they
+ *    must never get an error entry;
  *  - the server SIGKILLs A and reaps it, losing A's disconnect
  *    (FI_RSVERBS_FAULT_LOSE_DISCONNECT=1): its connection to A still stands,
  *    with credits, so the injects below leave at once, unsignaled;
  *  - the server injects NINJ messages to A. Within BOUND_MS the transmit CQ
  *    has exactly NINJ error entries (op_context NULL, FI_SEND), no success
- *    entry, and no more for 300 ms after (none reported twice). The suite
- *    checks the server's log for the line saying they failed with their
- *    connection (not in a queue), so the test cannot pass without them
- *    having been posted;
+ *    entry, and no more for 300 ms after (none reported twice, none for the
+ *    NOK delivered ones). The suite checks the server's log for the line
+ *    saying NINJ unsignaled sends failed with their connection (not in a
+ *    queue), so the test cannot pass without them having been posted;
  *  - then NINJ injects (and one fi_tsend) to child 0 arrive byte-exact.
  */
 #include "rdm_procs.h"
 
 #define BOUND_MS 60000
 #define NINJ 4
+#define NOK 2
 #define ILEN 64
 #define TAG_A 0xa
 #define TAG_B 0xb
@@ -106,7 +110,9 @@ static void server(void)
 	recv_one(fb, TAG_B, 1000, 7000, "child 0's message");
 	recv_one(fa, TAG_A, 1000, 5000, "A's message");
 	send_one(fa, TAG_A, 1000, 5001, "answer to A");
-	chan_wait(1, 1); /* A has the answer */
+	for (int i = 0; i < NOK; i++)
+		inject_one(fa, TAG_A, 5100 + i);
+	chan_wait(1, 1); /* A has the answer and the injects */
 
 	kill(xprocs[1].pid, SIGKILL);
 	xprocs[1].reaped = true;
@@ -126,7 +132,7 @@ static void server(void)
 	EXPECT(n == NINJ, "%d of %d injects to the dead A reported an error within %d ms", n, NINJ, BOUND_MS);
 	logmsg("%d injects to the dead A failed, %llu ms after they were posted", n, (unsigned long long)(now_ms() - t0));
 	n = inject_errors(300, -1);
-	EXPECT(n == 0, "%d more error entries for the injects to A", n);
+	EXPECT(n == 0, "%d more error entries for the injects to A (%d of them were delivered)", n, NOK);
 
 	/* a live peer: injects arrive */
 	for (int i = 0; i < NINJ; i++)
@@ -168,6 +174,11 @@ static void client_a(void)
 	fi_addr_t srv = av_insert_one(r.av, sn);
 	send_one(srv, TAG_A, 1000, 5000, "A's message");
 	recv_one(srv, TAG_A, 1000, 5001, "answer to A");
+	for (int i = 0; i < NOK; i++) {
+		char w[64];
+		snprintf(w, sizeof(w), "inject %d to A", i);
+		recv_one(srv, TAG_A, ILEN, 5100 + i, w);
+	}
 	chan_signal(CHAN_SELF, 1);
 	for (;;) /* until SIGKILL; no progress calls */
 		pause();
