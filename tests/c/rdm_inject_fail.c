@@ -41,21 +41,12 @@ static void *desc;
 
 static void recv_one(fi_addr_t from, uint64_t tag, size_t len, uint32_t seed, const char *what)
 {
-	memset(buf, 0, len);
-	RETRY(&r, fi_trecv(r.ep, buf, len, desc, from, tag, 0, (void *)0x77));
-	struct fi_cq_tagged_entry e;
-	fi_addr_t src = rdm_expect(r.rxcq, (void *)0x77, FI_RECV | FI_TAGGED, &e, what);
-	EXPECT(src == from && e.len == len && e.tag == tag, "%s: src %#llx len %zu tag %#llx", what,
-	       (unsigned long long)src, e.len, (unsigned long long)e.tag);
-	expect_pattern(buf, len, seed, what);
+	rdm_recv_check(&r, buf, desc, from, tag, len, seed, what);
 }
 
 static void send_one(fi_addr_t to, uint64_t tag, size_t len, uint32_t seed, const char *what)
 {
-	uint8_t *p = buf + (1 << 19);
-	fill_pattern(p, len, seed);
-	RETRY(&r, fi_tsend(r.ep, p, len, desc, to, tag, (void *)0x78));
-	rdm_expect(r.txcq, (void *)0x78, FI_SEND, NULL, what);
+	rdm_send_check(&r, buf + (1 << 19), desc, to, tag, len, seed, what);
 }
 
 static void inject_one(fi_addr_t to, uint64_t tag, uint32_t seed)

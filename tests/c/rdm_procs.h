@@ -275,4 +275,29 @@ static inline __attribute__((noreturn)) void xclient_end(struct rctx *r, struct 
 	child_done();
 }
 
+/* One tagged message from `from` into `b` (registered, `desc`) within
+ * WAIT_MS: its source (FI_SOURCE), length, tag and bytes (pattern `seed`)
+ * are checked. */
+static inline void rdm_recv_check(struct rctx *r, uint8_t *b, void *desc, fi_addr_t from, uint64_t tag, size_t len,
+				  uint32_t seed, const char *what)
+{
+	memset(b, 0, len);
+	RETRY(r, fi_trecv(r->ep, b, len, desc, from, tag, 0, (void *)0x77));
+	struct fi_cq_tagged_entry e;
+	fi_addr_t src = rdm_expect(r->rxcq, (void *)0x77, FI_RECV | FI_TAGGED, &e, what);
+	EXPECT(src == from && e.len == len && e.tag == tag, "%s: src %#llx len %zu tag %#llx", what,
+	       (unsigned long long)src, e.len, (unsigned long long)e.tag);
+	expect_pattern(b, len, seed, what);
+}
+
+/* One tagged message of `len` bytes (pattern `seed`) from `b` to `to`, and
+ * its completion. */
+static inline void rdm_send_check(struct rctx *r, uint8_t *b, void *desc, fi_addr_t to, uint64_t tag, size_t len,
+				  uint32_t seed, const char *what)
+{
+	fill_pattern(b, len, seed);
+	RETRY(r, fi_tsend(r->ep, b, len, desc, to, tag, (void *)0x78));
+	rdm_expect(r->txcq, (void *)0x78, FI_SEND, NULL, what);
+}
+
 #endif
