@@ -699,11 +699,9 @@ impl MsgEp {
 pub fn set_rnr_timer(qp: &crate::verbs::Qp, what: &str) {
     let want = crate::config::get().min_rnr_timer;
     match qp.set_min_rnr_timer(want) {
-        Ok(got) => {
-            tracing::debug!("{what}: QP {} min_rnr_timer {got} (asked {want})", qp.qp_num());
-            if let Ok((t, r, rnr)) = qp.retry_attrs() {
-                tracing::debug!("{what}: QP {} ack timeout {t} retry_cnt {r} rnr_retry {rnr}", qp.qp_num());
-            }
+        Ok(t) => {
+            tracing::debug!("{what}: QP {} min_rnr_timer {} (asked {want})", qp.qp_num(), t.min_rnr_timer);
+            tracing::debug!("{what}: QP {} ack timeout {} retry_cnt {} rnr_retry {}", qp.qp_num(), t.timeout, t.retry_cnt, t.rnr_retry);
         }
         Err(e) => tracing::warn!("{what}: QP {}: cannot set min_rnr_timer {want}: errno {e}", qp.qp_num()),
     }

@@ -606,6 +606,16 @@ pub mod send_flags {
     pub const SOLICITED: u32 = rdma_sys::ibv_send_flags::IBV_SEND_SOLICITED.0;
 }
 
+/// A connected QP's timers as the device holds them (IB encodings).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QpTimers {
+    pub min_rnr_timer: u8,
+    /// Local ACK timeout: 4.096 µs × 2^t (0 = wait forever).
+    pub timeout: u8,
+    pub retry_cnt: u8,
+    pub rnr_retry: u8,
+}
+
 /// Capacities requested for a QP.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct QpCaps {
@@ -686,9 +696,10 @@ impl Qp {
 
     /// Sets the RNR NAK timer this QP's responder advertises (RTS to RTS; the
     /// IB encoding, 0..=31: 12 = 0.64 ms, 0 = 655 ms) and reads back what the
-    /// device holds. rdma-cm leaves it at 0, the longest: a send that beats
-    /// the peer's receive by a moment would then wait 655 ms.
-    pub fn set_min_rnr_timer(&self, v: u8) -> Result<u8, Errno> {
+    /// device holds, with the QP's transport retry settings. rdma-cm leaves
+    /// the timer at 0, the longest: a send that beats the peer's receive by a
+    /// moment would then wait 655 ms.
+    pub fn set_min_rnr_timer(&self, v: u8) -> Result<QpTimers, Errno> {
         use ffi::ibv_qp_attr_mask as m;
         // SAFETY: ibv_qp_attr is POD; zero is valid.
         let mut a: ffi::ibv_qp_attr = unsafe { std::mem::zeroed() };
@@ -699,24 +710,10 @@ impl Qp {
         let mut q: ffi::ibv_qp_attr = unsafe { std::mem::zeroed() };
         // SAFETY: ibv_qp_init_attr is POD (integers, pointers); zero is valid.
         let mut init: ffi::ibv_qp_init_attr = unsafe { std::mem::zeroed() };
-        // SAFETY: valid QP; both out-structs are live for the call.
-        check(unsafe { ffi::ibv_query_qp(self.ptr.as_ptr(), &mut q, m::IBV_QP_MIN_RNR_TIMER.0 as i32, &mut init) })?;
-        Ok(q.min_rnr_timer)
-    }
-
-    /// The QP's transport retry settings as the device holds them: the local
-    /// ACK timeout (IB encoding: 4.096 µs × 2^t, 0 = wait forever), the
-    /// retry count and the RNR retry count.
-    pub fn retry_attrs(&self) -> Result<(u8, u8, u8), Errno> {
-        use ffi::ibv_qp_attr_mask as m;
-        // SAFETY: ibv_qp_attr is POD; zero is valid (an out-struct the driver fills).
-        let mut q: ffi::ibv_qp_attr = unsafe { std::mem::zeroed() };
-        // SAFETY: ibv_qp_init_attr is POD (integers, pointers); zero is valid.
-        let mut init: ffi::ibv_qp_init_attr = unsafe { std::mem::zeroed() };
-        let mask = m::IBV_QP_TIMEOUT.0 | m::IBV_QP_RETRY_CNT.0 | m::IBV_QP_RNR_RETRY.0;
+        let mask = m::IBV_QP_MIN_RNR_TIMER.0 | m::IBV_QP_TIMEOUT.0 | m::IBV_QP_RETRY_CNT.0 | m::IBV_QP_RNR_RETRY.0;
         // SAFETY: valid QP; both out-structs are live for the call.
         check(unsafe { ffi::ibv_query_qp(self.ptr.as_ptr(), &mut q, mask as i32, &mut init) })?;
-        Ok((q.timeout, q.retry_cnt, q.rnr_retry))
+        Ok(QpTimers { min_rnr_timer: q.min_rnr_timer, timeout: q.timeout, retry_cnt: q.retry_cnt, rnr_retry: q.rnr_retry })
     }
 
     /// Moves the QP to the error state, which flushes every outstanding request.
