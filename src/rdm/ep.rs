@@ -32,7 +32,6 @@ use super::credits::{Outgoing, PeerFlow};
 use super::pool::{RecvPool, SendPool};
 use super::srq::{Arrival, Bank, Share};
 use super::slab::Slab;
-use smallvec::SmallVec;
 use super::matching::{Action, Body, Delivery, Incoming, Kind, Matcher, RecvRequest};
 use super::peer::*;
 use super::proto::{self, Envelope, Hello, Message, Segment};
@@ -1968,16 +1967,15 @@ impl Inner {
         let mut failed = Vec::new();
         let mut done_now: Vec<(TxDone, Option<i32>)> = Vec::new();
         let Net { peers, conns, geo, send, rx, .. } = net;
-        // With the shared pool, the peers owed a credit come from one walk
-        // over the bank: a peer with nothing queued and not among them is
-        // skipped without looking its share up (after every completion this
-        // walk covers every peer, so its cost per peer is what counts).
-        let due: Option<SmallVec<[SocketAddr; 8]>> = rx.as_ref().map(|p| p.bank.due_keys().copied().collect());
+        // With the shared pool, one walk over the bank tells whether any
+        // peer is owed a credit; if none is, a peer with nothing queued is
+        // skipped without looking its share up (this runs after every
+        // completion and covers every peer, so its cost per peer is what
+        // counts; the walk stops at the first share due).
+        let none_due = rx.as_ref().is_some_and(|p| p.bank.due_keys().next().is_none());
         for peer in peers.values_mut().filter(|p| p.ready) {
-            if let Some(due) = &due {
-                if peer.nothing_queued() && !due.contains(&peer.addr) {
-                    continue;
-                }
+            if none_due && peer.nothing_queued() {
+                continue;
             }
             if let Err((conn_id, e)) = Self::drain_with_share(peer, rx, conns, geo, send, quiet, &mut done_now) {
                 failed.push((conn_id, e));
