@@ -708,6 +708,7 @@ pub fn set_rnr_timer(qp: &crate::verbs::Qp, what: &str) {
 }
 
 /// Converts an application descriptor to a local key (`None` for a NULL descriptor).
+#[inline]
 pub fn desc_lkey(desc: u64) -> FiResult<Option<u32>> {
     if desc == 0 {
         return Ok(None);

@@ -730,7 +730,26 @@ impl RdmEp {
         let done = TxDone { context: r.context, flags: FI_SEND | kind.cq_flag(), silent };
         let env = Envelope { tag: r.tag, data };
         let eager = self.ctx.cfg.is_eager(len);
-        // Rendezvous: every piece of the buffer must be readable by the peer.
+        if eager {
+            // The common case: connected, nothing queued ahead, a credit and
+            // a send slot free: straight into the slot and onto the wire.
+            match g.send_direct(&addr, env, r.iov, len, done) {
+                Direct::Posted => {
+                    g.tx_count += 1;
+                    return Ok(());
+                }
+                Direct::Retired => return Ok(()),
+                Direct::Failed(conn, err) => {
+                    g.tx_count += 1;
+                    // The slot owes the completion: failing the connection reports it.
+                    g.conn_failed(conn, err);
+                    return Ok(());
+                }
+                Direct::Queue => {}
+            }
+        }
+        // Rendezvous: every piece of the buffer must be readable by the peer
+        // (built after the eager fast path, which then has nothing to drop).
         let mut rndv = None;
         if !eager {
             let mut segs = Vec::with_capacity(r.iov.len());
@@ -767,24 +786,6 @@ impl RdmEp {
                 segs.push(Segment { addr: v.addr(), len: v.len() as u64, rkey });
             }
             rndv = Some((segs, tmp));
-        }
-        if eager {
-            // The common case: connected, nothing queued ahead, a credit and
-            // a send slot free: straight into the slot and onto the wire.
-            match g.send_direct(&addr, env, r.iov, len, done) {
-                Direct::Posted => {
-                    g.tx_count += 1;
-                    return Ok(());
-                }
-                Direct::Retired => return Ok(()),
-                Direct::Failed(conn, err) => {
-                    g.tx_count += 1;
-                    // The slot owes the completion: failing the connection reports it.
-                    g.conn_failed(conn, err);
-                    return Ok(());
-                }
-                Direct::Queue => {}
-            }
         }
         let payload = if eager {
             if inject {
