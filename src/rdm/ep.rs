@@ -1337,24 +1337,20 @@ impl Inner {
 
     /// Completes (part of) a receive: copies `data` (an eager payload; empty
     /// after a rendezvous read, which landed in place) to its buffers and
-    /// reports it. `err`: a transfer error (a failed read). One lookup of the
-    /// record; a receive done with this message (`d.last`) is removed.
+    /// reports it. `err`: a transfer error (a failed read). The record is
+    /// read in place (slab index, no hash); a receive done with this message
+    /// (`d.last`) is then removed.
     fn complete_recv(&mut self, d: &Delivery, data: &[u8], err: Option<i32>) {
+        let Some(rec) = self.recvs.get(d.handle) else {
+            tracing::warn!("rdm: completion for unknown receive {:#x}", d.handle);
+            return;
+        };
+        copy_to_iovs(&rec.iov, d.offset, data);
+        self.report_recv(d, rec, err);
         if d.last {
-            let Some(rec) = self.recvs.remove(d.handle) else {
-                tracing::warn!("rdm: completion for unknown receive {:#x}", d.handle);
-                return;
-            };
+            // Dropped in place: moving the record out copies all of it.
+            self.recvs.discard(d.handle);
             self.rx_count = self.rx_count.saturating_sub(1);
-            copy_to_iovs(&rec.iov, d.offset, data);
-            self.report_recv(d, &rec, err);
-        } else {
-            let Some(rec) = self.recvs.get(d.handle) else {
-                tracing::warn!("rdm: completion for unknown receive {:#x}", d.handle);
-                return;
-            };
-            copy_to_iovs(&rec.iov, d.offset, data);
-            self.report_recv(d, rec, err);
         }
     }
 

@@ -427,8 +427,9 @@ impl Matcher {
         let is_read = matches!(msg.body, Body::Rndv(_));
         let (d, done) = place(&mut q.posted[i], msg.kind, &info, is_read);
         if done {
-            let p = q.posted.remove(i).expect("index from position");
-            self.retire(&p);
+            // Mostly the oldest receive: pop_front moves nothing else.
+            let p = if i == 0 { q.posted.pop_front() } else { q.posted.remove(i) };
+            self.retire(&p.expect("index from position"));
         }
         match msg.body {
             Body::Eager(_) => Action::Deliver(d),

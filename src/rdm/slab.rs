@@ -64,6 +64,17 @@ impl<T> Slab<T> {
         Some(v)
     }
 
+    /// Removes the record of `h` without moving it out (`remove` returns it
+    /// by value, a copy of the whole record); false when `h` names none.
+    pub fn discard(&mut self, h: u64) -> bool {
+        let (i, g) = Self::split(h);
+        let Some(s) = self.slots.get_mut(i).filter(|s| s.gen == g && s.val.is_some()) else { return false };
+        s.val = None;
+        self.free.push(i as u32);
+        self.len -= 1;
+        true
+    }
+
     pub fn len(&self) -> usize {
         self.len
     }
@@ -82,6 +93,25 @@ impl<T> Slab<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn discard_drops_in_place_and_only_live_handles() {
+        let mut s: Slab<String> = Slab::default();
+        let a = s.insert("a".into());
+        let b = s.insert("b".into());
+        assert!(s.discard(a), "discard removes a live record");
+        assert_eq!(s.get(a), None);
+        assert!(!s.discard(a), "a discarded handle discards nothing");
+        assert_eq!(s.remove(a), None);
+        assert_eq!(s.len(), 1);
+        assert_eq!(s.get(b).map(String::as_str), Some("b"), "the other record is untouched");
+        // The slot comes back under a new generation: the old handle stays dead.
+        let c = s.insert("c".into());
+        assert_eq!(c & 0xffff_ffff, a & 0xffff_ffff, "slot reused");
+        assert!(!s.discard(a));
+        assert_eq!(s.get(c).map(String::as_str), Some("c"));
+        assert!(!s.discard(0), "handle 0 is never valid");
+    }
 
     #[test]
     fn handles_are_unique_and_stale_ones_find_nothing() {
