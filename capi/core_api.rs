@@ -676,6 +676,11 @@ const ERRSTR: [&str; 14] = [
 
 /// `fi_strerror`: `strerror` below FI_ERRNO_OFFSET, libfabric's own texts above.
 extern "C" fn core_strerror(errnum: c_int) -> *const c_char {
+    strerror_text(errnum)
+}
+
+/// The text `fi_strerror` gives for `errnum` (either sign).
+pub(crate) fn strerror_text(errnum: c_int) -> *const c_char {
     let e = errnum.unsigned_abs() as usize;
     if e < FI_ERRNO_OFFSET as usize {
         // SAFETY: strerror returns a valid C string (glibc: a static or thread buffer).

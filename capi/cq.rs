@@ -234,12 +234,21 @@ unsafe extern "C" fn cq_signal(cq: *mut fid_cq) -> c_int {
 }
 
 unsafe extern "C" fn cq_strerror(_cq: *mut fid_cq, prov_errno: c_int, _err_data: *const c_void, buf: *mut c_char, len: usize) -> *const c_char {
-    // The provider error is the verbs completion status.
-    let s = crate::verbs::status_str(prov_errno.max(0) as u32);
+    // The provider error is a verbs completion status, or (negative) the
+    // libfabric error of an entry rsverbs made itself (`soft_prov_errno`).
     static FALLBACK: &std::ffi::CStr = c"verbs completion error";
     if buf.is_null() || len == 0 {
         return FALLBACK.as_ptr();
     }
+    let soft;
+    let s = if prov_errno < 0 {
+        // SAFETY: fi_strerror's text is a valid C string.
+        let t = unsafe { std::ffi::CStr::from_ptr(super::core_api::strerror_text(prov_errno)) };
+        soft = format!("rsverbs: {}", t.to_string_lossy());
+        soft.as_str()
+    } else {
+        crate::verbs::status_str(prov_errno as u32)
+    };
     // SAFETY: buf has len bytes per fi_cq(3).
     unsafe { copy_cstr(s, buf, len) };
     buf

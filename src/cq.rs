@@ -235,6 +235,15 @@ pub struct CqErr {
     pub src: u64,
 }
 
+/// `prov_errno` of an error entry that rsverbs made itself, with no verbs
+/// completion status behind it (an RDM operation failed with its
+/// connection, timed out, or was truncated): the negative libfabric error.
+/// Non-negative values are verbs completion statuses; `fi_cq_strerror`
+/// tells the two apart.
+pub fn soft_prov_errno(err: i32) -> i32 {
+    -(err.saturating_abs())
+}
+
 /// The libfabric error for a verbs completion status.
 pub fn status_to_err(status: u32) -> i32 {
     match status {

@@ -1316,7 +1316,7 @@ impl Inner {
                 op_context: done.context,
                 flags: done.flags,
                 err: e,
-                prov_errno: e,
+                prov_errno: crate::cq::soft_prov_errno(e),
                 src: FI_ADDR_NOTAVAIL,
                 ..Default::default()
             }),
@@ -1372,7 +1372,7 @@ impl Inner {
                 tag: d.tag,
                 olen: d.olen,
                 err: e,
-                prov_errno: e,
+                prov_errno: crate::cq::soft_prov_errno(e),
                 src: d.src,
                 ..Default::default()
             });
