@@ -627,6 +627,23 @@ static int cmp_u64(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+/* FI_BW_RTT_DUMP=PREFIX: the last n round trips (ns), in order, to PREFIX.SIZE
+ * (to see how the times move within a run, before rtt_stats sorts them). */
+static void rtt_dump(uint64_t size, uint64_t n)
+{
+	const char *pre = getenv("FI_BW_RTT_DUMP");
+	if (!pre)
+		return;
+	char path[512];
+	snprintf(path, sizeof(path), "%s.%llu", pre, (unsigned long long)size);
+	FILE *f = fopen(path, "w");
+	if (!f)
+		die("FI_BW_RTT_DUMP: cannot write %s", path);
+	for (uint64_t i = 0; i < n; i++)
+		fprintf(f, "%llu\n", (unsigned long long)rtt[i]);
+	fclose(f);
+}
+
 /* Half round trip in us of the last n round trips: median and minimum. */
 static void rtt_stats(uint64_t n, double *p50, double *min)
 {
@@ -796,6 +813,7 @@ static void client_lat(bool more)
 			uint64_t us = client_pingpong(size, hdr[1]);
 			if (timed) {
 				double p50, mn;
+				rtt_dump(size, n);
 				rtt_stats(n, &p50, &mn);
 				printf("LAT size=%llu iters=%llu usec=%.3f p50=%.3f min=%.3f\n", (unsigned long long)size,
 				       (unsigned long long)n, (double)us / (2.0 * (double)n), p50, mn);
