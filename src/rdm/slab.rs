@@ -55,23 +55,31 @@ impl<T> Slab<T> {
         self.slots.get(i).filter(|s| s.gen == g).and_then(|s| s.val.as_ref())
     }
 
-    pub fn remove(&mut self, h: u64) -> Option<T> {
+    /// The slot of `h` if it holds a record.
+    fn live(&mut self, h: u64) -> Option<(usize, &mut Slot<T>)> {
         let (i, g) = Self::split(h);
-        let s = self.slots.get_mut(i).filter(|s| s.gen == g)?;
-        let v = s.val.take()?;
+        self.slots.get_mut(i).filter(|s| s.gen == g && s.val.is_some()).map(|s| (i, s))
+    }
+
+    /// Slot `i`, emptied, is free for the next insert.
+    fn vacate(&mut self, i: usize) {
         self.free.push(i as u32);
         self.len -= 1;
-        Some(v)
+    }
+
+    pub fn remove(&mut self, h: u64) -> Option<T> {
+        let (i, s) = self.live(h)?;
+        let v = s.val.take();
+        self.vacate(i);
+        v
     }
 
     /// Removes the record of `h` without moving it out (`remove` returns it
     /// by value, a copy of the whole record); false when `h` names none.
     pub fn discard(&mut self, h: u64) -> bool {
-        let (i, g) = Self::split(h);
-        let Some(s) = self.slots.get_mut(i).filter(|s| s.gen == g && s.val.is_some()) else { return false };
+        let Some((i, s)) = self.live(h) else { return false };
         s.val = None;
-        self.free.push(i as u32);
-        self.len -= 1;
+        self.vacate(i);
         true
     }
 
