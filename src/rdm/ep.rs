@@ -905,8 +905,17 @@ impl RdmEp {
             return Ok(());
         };
         let buf = g.recvs.get(c.handle).and_then(|r| r.iov.first()).map_or(0, |v| v.addr());
-        g.rx_error(CqErr { op_context: c.context, flags: c.flags, tag: c.tag, err: FI_ECANCELED, buf, src: FI_ADDR_NOTAVAIL, ..Default::default() });
-        if c.last && g.recvs.remove(c.handle).is_some() {
+        g.rx_error(CqErr {
+            op_context: c.context,
+            flags: c.flags,
+            tag: c.tag,
+            err: FI_ECANCELED,
+            prov_errno: crate::cq::soft_prov_errno(FI_ECANCELED),
+            buf,
+            src: FI_ADDR_NOTAVAIL,
+            ..Default::default()
+        });
+        if c.last && g.recvs.discard(c.handle) {
             g.rx_count -= 1;
         }
         Ok(())
@@ -1405,6 +1414,7 @@ impl Inner {
                 op_context: context,
                 flags: FI_RECV | FI_TAGGED,
                 err: FI_ENOMSG,
+                prov_errno: crate::cq::soft_prov_errno(FI_ENOMSG),
                 src: FI_ADDR_NOTAVAIL,
                 ..Default::default()
             }),

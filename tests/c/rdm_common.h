@@ -20,6 +20,10 @@
 #include <unistd.h>
 #include <rdma/fi_tagged.h>
 
+/* The provider answering is rsverbs (provider version 1000.x), not libfabric's
+ * verbs;ofi_rxm (set by rdm_open_ep; only rsverbs' prov_errno convention is checked). */
+static bool rdm_rsverbs;
+
 struct rctx {
 	struct fi_info *hints;
 	struct fi_info *info;
@@ -90,6 +94,7 @@ static inline void rdm_open(struct rctx *r, uint64_t caps)
 	memset(r, 0, sizeof(*r));
 	r->hints = rdm_hints(caps);
 	CHK(fi_getinfo(API_VERSION, NULL, NULL, 0, r->hints, &r->info));
+	rdm_rsverbs = FI_MAJOR(r->info->fabric_attr->prov_version) >= 1000;
 	EXPECT(r->info->ep_attr->type == FI_EP_RDM, "ep type %d", r->info->ep_attr->type);
 	EXPECT((r->info->caps & caps) == caps, "caps %#llx lack %#llx", (unsigned long long)r->info->caps,
 	       (unsigned long long)(caps & ~r->info->caps));
@@ -263,6 +268,19 @@ static inline struct fi_cq_err_entry rdm_expect_err(struct fid_cq *cq, int err_c
 		fail("%s: expected an error completion (%s), got a success (op_context %p, len %zu)", what,
 		     fi_strerror(err_code), e.op_context, e.len);
 	EXPECT(err.err == err_code, "%s: error %s", what, cq_err_str(cq, &err, b, sizeof(b)));
+	/* prov_errno is something fi_cq_strerror can tell: a verbs status, or
+	 * (rsverbs) the negative error rsverbs itself reported */
+	char sb[160], want[160];
+	const char *ps = fi_cq_strerror(cq, err.prov_errno, err.err_data, sb, sizeof(sb));
+	EXPECT(ps && strcmp(ps, "unknown") != 0, "%s: fi_cq_strerror(prov_errno %d) = \"%s\"", what, err.prov_errno,
+	       ps ? ps : "(null)");
+	if (rdm_rsverbs) {
+		/* every RDM error entry is rsverbs' own: prov_errno is -err */
+		EXPECT(err.prov_errno == -err.err, "%s: prov_errno %d for err %d", what, err.prov_errno, err.err);
+		snprintf(want, sizeof(want), "rsverbs: %s", fi_strerror(err.err));
+		EXPECT(strcmp(ps, want) == 0, "%s: fi_cq_strerror(prov_errno %d) = \"%s\", not \"%s\"", what,
+		       err.prov_errno, ps, want);
+	}
 	return err;
 }
 
