@@ -258,6 +258,23 @@ static inline void rdm_sread_expect(struct fid_cq *cq, void *ctx, uint64_t flags
 }
 
 /* One error completion; returns it. */
+/* An error entry's prov_errno is something fi_cq_strerror can tell (never
+ * "unknown"): a verbs status, or on rsverbs, where every RDM error entry is
+ * rsverbs' own, -err, printed as "rsverbs: " and fi_strerror's text. */
+static inline void rdm_check_prov_errno(struct fid_cq *cq, const struct fi_cq_err_entry *err, const char *what)
+{
+	char sb[160], want[160];
+	const char *ps = fi_cq_strerror(cq, err->prov_errno, err->err_data, sb, sizeof(sb));
+	EXPECT(ps && strcmp(ps, "unknown") != 0, "%s: fi_cq_strerror(prov_errno %d) = \"%s\"", what, err->prov_errno,
+	       ps ? ps : "(null)");
+	if (rdm_rsverbs) {
+		EXPECT(err->prov_errno == -err->err, "%s: prov_errno %d for err %d", what, err->prov_errno, err->err);
+		snprintf(want, sizeof(want), "rsverbs: %s", fi_strerror(err->err));
+		EXPECT(strcmp(ps, want) == 0, "%s: fi_cq_strerror(prov_errno %d) = \"%s\", not \"%s\"", what,
+		       err->prov_errno, ps, want);
+	}
+}
+
 static inline struct fi_cq_err_entry rdm_expect_err(struct fid_cq *cq, int err_code, const char *what)
 {
 	struct fi_cq_tagged_entry e;
@@ -268,19 +285,7 @@ static inline struct fi_cq_err_entry rdm_expect_err(struct fid_cq *cq, int err_c
 		fail("%s: expected an error completion (%s), got a success (op_context %p, len %zu)", what,
 		     fi_strerror(err_code), e.op_context, e.len);
 	EXPECT(err.err == err_code, "%s: error %s", what, cq_err_str(cq, &err, b, sizeof(b)));
-	/* prov_errno is something fi_cq_strerror can tell: a verbs status, or
-	 * (rsverbs) the negative error rsverbs itself reported */
-	char sb[160], want[160];
-	const char *ps = fi_cq_strerror(cq, err.prov_errno, err.err_data, sb, sizeof(sb));
-	EXPECT(ps && strcmp(ps, "unknown") != 0, "%s: fi_cq_strerror(prov_errno %d) = \"%s\"", what, err.prov_errno,
-	       ps ? ps : "(null)");
-	if (rdm_rsverbs) {
-		/* every RDM error entry is rsverbs' own: prov_errno is -err */
-		EXPECT(err.prov_errno == -err.err, "%s: prov_errno %d for err %d", what, err.prov_errno, err.err);
-		snprintf(want, sizeof(want), "rsverbs: %s", fi_strerror(err.err));
-		EXPECT(strcmp(ps, want) == 0, "%s: fi_cq_strerror(prov_errno %d) = \"%s\", not \"%s\"", what,
-		       err.prov_errno, ps, want);
-	}
+	rdm_check_prov_errno(cq, &err, what);
 	return err;
 }
 

@@ -77,17 +77,7 @@ static int inject_errors(int ms, int want)
 			       cq_err_str(r.txcq, &err, b, sizeof(b)));
 			EXPECT(err.flags & FI_SEND, "error entry without FI_SEND (flags %#llx)", (unsigned long long)err.flags);
 			EXPECT(err.err != 0, "error entry with err 0");
-			/* prov_errno means something fi_cq_strerror can tell: a verbs
-			 * status, or (negative) the error rsverbs itself reported */
-			char sb[160], want[160];
-			const char *ps = fi_cq_strerror(r.txcq, err.prov_errno, err.err_data, sb, sizeof(sb));
-			EXPECT(ps && strcmp(ps, "unknown") != 0, "fi_cq_strerror(prov_errno %d) = \"%s\"", err.prov_errno,
-			       ps ? ps : "(null)");
-			if (err.prov_errno < 0) {
-				snprintf(want, sizeof(want), "rsverbs: %s", fi_strerror(-err.prov_errno));
-				EXPECT(strcmp(ps, want) == 0, "fi_cq_strerror(prov_errno %d) = \"%s\", not \"%s\"",
-				       err.prov_errno, ps, want);
-			}
+			rdm_check_prov_errno(r.txcq, &err, "inject error entry");
 			logmsg("inject %d to the dead A: %s", n, cq_err_str(r.txcq, &err, b, sizeof(b)));
 			n++;
 			continue;
