@@ -21,7 +21,7 @@
 #include <rdma/fi_tagged.h>
 
 /* The provider answering is rsverbs (provider version 1000.x), not libfabric's
- * verbs;ofi_rxm (set by rdm_open_ep; only rsverbs' prov_errno convention is checked). */
+ * verbs;ofi_rxm (set by rdm_open; only rsverbs' prov_errno convention is checked). */
 static bool rdm_rsverbs;
 
 struct rctx {
@@ -257,7 +257,6 @@ static inline void rdm_sread_expect(struct fid_cq *cq, void *ctx, uint64_t flags
 		*out = e;
 }
 
-/* One error completion; returns it. */
 /* An error entry's prov_errno is something fi_cq_strerror can tell (never
  * "unknown"): a verbs status, or on rsverbs, where every RDM error entry is
  * rsverbs' own, -err, printed as "rsverbs: " and fi_strerror's text. */
@@ -275,6 +274,7 @@ static inline void rdm_check_prov_errno(struct fid_cq *cq, const struct fi_cq_er
 	}
 }
 
+/* One error completion; returns it. */
 static inline struct fi_cq_err_entry rdm_expect_err(struct fid_cq *cq, int err_code, const char *what)
 {
 	struct fi_cq_tagged_entry e;
