@@ -20,6 +20,7 @@
 //! Everything runs under one lock per endpoint.
 
 use rustc_hash::FxHashMap as HashMap;
+use super::hintmap::HintMap;
 use std::net::SocketAddr;
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -148,12 +149,12 @@ struct Grave {
 /// The endpoint's network side (after `fi_enable`). Field order is drop
 /// order: connections (and their QPs) before the listener, the channel last.
 struct Net {
-    conns: HashMap<u32, Conn>,
+    conns: HintMap<u32, Conn>,
     graves: Vec<Grave>,
     /// QP number -> connection: completions from the shared receive queue
     /// name their QP only.
-    qpn: HashMap<u32, u32>,
-    peers: HashMap<SocketAddr, Peer>,
+    qpn: HintMap<u32, u32>,
+    peers: HintMap<SocketAddr, Peer>,
     rndv_sends: HashMap<(SocketAddr, u64), RndvSend>,
     /// Rendezvous requests the matcher holds, by our local id: (peer, its msg_id).
     rndv_in: HashMap<u64, (SocketAddr, u64)>,
@@ -595,10 +596,10 @@ impl RdmEp {
         wait.add(channel.fd(), 2).map_err(FiError::from_errno)?;
         let _ = self.wait_fd.set(wait.raw());
         g.net = Some(Net {
-            conns: HashMap::default(),
+            conns: HintMap::default(),
             graves: Vec::new(),
-            qpn: HashMap::default(),
-            peers: HashMap::default(),
+            qpn: HintMap::default(),
+            peers: HintMap::default(),
             rndv_sends: HashMap::default(),
             rndv_in: HashMap::default(),
             reads: HashMap::default(),
@@ -1060,11 +1061,10 @@ impl Net {
 
     /// The peer at `addr`, connecting to it if there is none yet.
     fn peer_or_connect(&mut self, addr: SocketAddr) -> FiResult<&mut Peer> {
-        // One hash lookup for a known peer (every send).
-        let vacant = match self.peers.entry(addr) {
-            std::collections::hash_map::Entry::Occupied(o) => return Ok(o.into_mut()),
-            std::collections::hash_map::Entry::Vacant(v) => v,
-        };
+        // One lookup for a known peer (every send).
+        if self.peers.contains_key(&addr) {
+            return Ok(self.peers.get_mut(&addr).expect("just found"));
+        }
         let conn_id = self.next_conn;
         self.next_conn += 1;
         let id = CmId::new_sync().map_err(FiError::from_errno)?;
@@ -1081,7 +1081,7 @@ impl Net {
         let mut p = Peer::new(addr);
         p.send_conn = Some(conn_id);
         p.conns.push(conn_id);
-        Ok(vacant.insert(p))
+        Ok(self.peers.get_or_insert_with(addr, || p))
     }
 
     /// Creates a connection's QP (attached to the shared receive queue, or
@@ -2001,7 +2001,7 @@ impl Inner {
     fn drain_with_share(
         peer: &mut Peer,
         rx: &mut Option<RecvPool>,
-        conns: &mut HashMap<u32, Conn>,
+        conns: &mut HintMap<u32, Conn>,
         geo: &Geo,
         send: &mut SendPool,
         quiet: bool,
@@ -2036,7 +2036,7 @@ impl Inner {
     fn drain_peer(
         peer: &mut Peer,
         share: &mut Share,
-        conns: &mut HashMap<u32, Conn>,
+        conns: &mut HintMap<u32, Conn>,
         geo: &Geo,
         send: &mut SendPool,
         quiet: bool,
@@ -2397,7 +2397,7 @@ impl Inner {
             }
             return;
         }
-        let peer = net.peers.entry(peer_addr).or_insert_with(|| Peer::new(peer_addr));
+        let peer = net.peers.get_or_insert_with(peer_addr, || Peer::new(peer_addr));
         peer.conns.push(conn_id);
         if decision != ReqDecision::AcceptSelf {
             peer.send_conn = Some(conn_id);

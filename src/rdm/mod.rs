@@ -36,6 +36,7 @@
 pub mod auto;
 pub mod credits;
 pub mod ep;
+pub mod hintmap;
 pub mod matching;
 pub mod peer;
 pub mod pool;

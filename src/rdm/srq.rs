@@ -43,7 +43,7 @@
 //! its buffers), and the same code does the accounting.
 
 use std::collections::VecDeque;
-use rustc_hash::FxHashMap as HashMap;
+use super::hintmap::HintMap;
 use std::hash::Hash;
 
 use super::credits::MIN_CREDITS;
@@ -67,6 +67,7 @@ pub struct Share {
 
 impl Share {
     /// Takes the owed credits for the header of a message about to leave.
+    #[inline]
     pub fn take_grant(&mut self) -> u16 {
         let g = self.owed.min(u16::MAX as u32);
         self.owed -= g;
@@ -83,6 +84,7 @@ impl Share {
 
     /// Something must be sent even without traffic: enough owed credits
     /// (the peer may be stuck without them), or a recall.
+    #[inline]
     pub fn credit_due(&self) -> bool {
         self.owed >= self.threshold.max(2) || self.recall.is_some()
     }
@@ -121,7 +123,7 @@ pub struct Bank<K: Copy + Eq + Hash> {
     limbo: u32,
     max: u32,
     reserve: u32,
-    shares: HashMap<K, Share>,
+    shares: HintMap<K, Share>,
     needy: VecDeque<K>,
     /// Recalls sent (statistics, tests).
     pub recalls: u64,
@@ -138,7 +140,7 @@ impl<K: Copy + Eq + Hash> Bank<K> {
             limbo: 0,
             max: (max_per_peer as u32).max(MIN),
             reserve,
-            shares: HashMap::default(),
+            shares: HintMap::default(),
             needy: VecDeque::new(),
             recalls: 0,
         }

@@ -1,0 +1,273 @@
+//! A map for the RDM data path: the entries in a dense vector, a hash index
+//! beside it, and a hint — the slot of the last key found — tried first.
+//!
+//! An endpoint's hot lookups (the peer of a send, the connection of a
+//! completion, the credit share of a peer) ask for the same key many times in
+//! a row: a ping-pong, a stream to one peer, an endpoint talking to itself.
+//! With the hint, such a lookup is one key compare instead of hashing a
+//! `SocketAddr` and probing a table (profiles of the message path had the
+//! hash maps at about 400 instructions per message). A miss costs one compare
+//! more than a plain `FxHashMap`, then the hash lookup, and moves the hint.
+//!
+//! Removal swaps the last entry into the freed slot (its index entry is
+//! rewritten), so iteration order is arbitrary, as a hash map's is. The hint
+//! is only a guess: it is checked against the key on every use, so a stale
+//! hint finds the right entry or falls back to the index, never a wrong one.
+use rustc_hash::FxHashMap;
+use std::borrow::Borrow;
+use std::cell::Cell;
+use std::hash::Hash;
+
+pub struct HintMap<K, V> {
+    index: FxHashMap<K, usize>,
+    slots: Vec<(K, V)>,
+    hint: Cell<usize>,
+}
+
+impl<K, V> Default for HintMap<K, V> {
+    fn default() -> Self {
+        HintMap { index: FxHashMap::default(), slots: Vec::new(), hint: Cell::new(0) }
+    }
+}
+
+impl<K: std::fmt::Debug, V: std::fmt::Debug> std::fmt::Debug for HintMap<K, V> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_map().entries(self.slots.iter().map(|(k, v)| (k, v))).finish()
+    }
+}
+
+impl<K: Eq + Hash + Copy, V> HintMap<K, V> {
+    /// The slot of `k`, the hint first (inlined: one compare on a hit).
+    #[inline(always)]
+    fn slot<Q>(&self, k: &Q) -> Option<usize>
+    where
+        K: Borrow<Q>,
+        Q: Eq + Hash + ?Sized,
+    {
+        let h = self.hint.get();
+        if let Some((kk, _)) = self.slots.get(h) {
+            if kk.borrow() == k {
+                return Some(h);
+            }
+        }
+        self.slot_miss(k)
+    }
+
+    /// The hint missed: the hash index, and the hint moves there.
+    #[inline(never)]
+    fn slot_miss<Q>(&self, k: &Q) -> Option<usize>
+    where
+        K: Borrow<Q>,
+        Q: Eq + Hash + ?Sized,
+    {
+        let i = *self.index.get(k)?;
+        self.hint.set(i);
+        Some(i)
+    }
+
+    #[inline(always)]
+    pub fn get<Q>(&self, k: &Q) -> Option<&V>
+    where
+        K: Borrow<Q>,
+        Q: Eq + Hash + ?Sized,
+    {
+        let i = self.slot(k)?;
+        Some(&self.slots[i].1)
+    }
+
+    #[inline(always)]
+    pub fn get_mut<Q>(&mut self, k: &Q) -> Option<&mut V>
+    where
+        K: Borrow<Q>,
+        Q: Eq + Hash + ?Sized,
+    {
+        let i = self.slot(k)?;
+        Some(&mut self.slots[i].1)
+    }
+
+    pub fn contains_key<Q>(&self, k: &Q) -> bool
+    where
+        K: Borrow<Q>,
+        Q: Eq + Hash + ?Sized,
+    {
+        self.slot(k).is_some()
+    }
+
+    /// Inserts or replaces; returns the value replaced.
+    pub fn insert(&mut self, k: K, v: V) -> Option<V> {
+        if let Some(i) = self.slot(&k) {
+            return Some(std::mem::replace(&mut self.slots[i].1, v));
+        }
+        let i = self.slots.len();
+        self.slots.push((k, v));
+        self.index.insert(k, i);
+        self.hint.set(i);
+        None
+    }
+
+    /// The value of `k`, inserted with `f` if absent.
+    pub fn get_or_insert_with(&mut self, k: K, f: impl FnOnce() -> V) -> &mut V {
+        let i = match self.slot(&k) {
+            Some(i) => i,
+            None => {
+                let i = self.slots.len();
+                self.slots.push((k, f()));
+                self.index.insert(k, i);
+                self.hint.set(i);
+                i
+            }
+        };
+        &mut self.slots[i].1
+    }
+
+    pub fn remove<Q>(&mut self, k: &Q) -> Option<V>
+    where
+        K: Borrow<Q>,
+        Q: Eq + Hash + ?Sized,
+    {
+        let i = self.index.remove(k)?;
+        let (_, v) = self.slots.swap_remove(i);
+        if let Some((moved, _)) = self.slots.get(i) {
+            // The last entry now lives in the freed slot.
+            *self.index.get_mut(moved.borrow()).expect("every slot is indexed") = i;
+        }
+        Some(v)
+    }
+
+    /// Keeps the entries for which `f` is true.
+    pub fn retain(&mut self, mut f: impl FnMut(&K, &mut V) -> bool) {
+        let mut i = 0;
+        while i < self.slots.len() {
+            let (k, v) = &mut self.slots[i];
+            if f(k, v) {
+                i += 1;
+            } else {
+                let k = *k;
+                self.remove(&k);
+            }
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.slots.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.slots.is_empty()
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (&K, &V)> {
+        self.slots.iter().map(|(k, v)| (k, v))
+    }
+
+    pub fn iter_mut(&mut self) -> impl Iterator<Item = (&K, &mut V)> {
+        self.slots.iter_mut().map(|(k, v)| (&*k, v))
+    }
+
+    pub fn keys(&self) -> impl Iterator<Item = &K> {
+        self.slots.iter().map(|(k, _)| k)
+    }
+
+    pub fn values(&self) -> impl Iterator<Item = &V> {
+        self.slots.iter().map(|(_, v)| v)
+    }
+
+    pub fn values_mut(&mut self) -> impl Iterator<Item = &mut V> {
+        self.slots.iter_mut().map(|(_, v)| v)
+    }
+
+    /// Every entry, moved out (the map is empty after).
+    pub fn drain(&mut self) -> impl Iterator<Item = (K, V)> + '_ {
+        self.index.clear();
+        self.hint.set(0);
+        self.slots.drain(..)
+    }
+}
+
+impl<K: Eq + Hash + Copy, V, Q: Eq + Hash + ?Sized> std::ops::Index<&Q> for HintMap<K, V>
+where
+    K: Borrow<Q>,
+{
+    type Output = V;
+    fn index(&self, k: &Q) -> &V {
+        self.get(k).expect("no entry for the key")
+    }
+}
+
+/// Equal: the same keys with equal values (slot order does not matter).
+impl<K: Eq + Hash + Copy, V: PartialEq> PartialEq for HintMap<K, V> {
+    fn eq(&self, other: &Self) -> bool {
+        self.len() == other.len() && self.iter().all(|(k, v)| other.get(k) == Some(v))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::proto::tests::Rng;
+    use super::*;
+    use std::collections::HashMap;
+
+    /// Random operations on a HintMap and a HashMap: they never differ.
+    #[test]
+    fn behaves_as_a_hash_map() {
+        let mut rng = Rng::new(0x9e37_79b9_7f4a_7c15);
+        let mut h: HintMap<u32, u64> = HintMap::default();
+        let mut m: HashMap<u32, u64> = HashMap::new();
+        for step in 0..200_000u64 {
+            // Few keys, so hits, misses, removals and reuse all happen often.
+            let k = (rng.next() % 24) as u32;
+            match rng.next() % 8 {
+                0 | 1 => assert_eq!(h.insert(k, step), m.insert(k, step), "insert {k}"),
+                2 => assert_eq!(h.remove(&k), m.remove(&k), "remove {k}"),
+                3 => {
+                    if let (Some(a), Some(b)) = (h.get_mut(&k), m.get_mut(&k)) {
+                        *a += 1;
+                        *b += 1;
+                    }
+                }
+                4 => {
+                    let a = *h.get_or_insert_with(k, || step);
+                    let b = *m.entry(k).or_insert_with(|| step);
+                    assert_eq!(a, b, "get_or_insert_with {k}");
+                }
+                5 if step % 97 == 0 => {
+                    let cut = rng.next();
+                    h.retain(|k, v| (*k as u64 + *v) % 3 != cut % 3);
+                    m.retain(|k, v| (*k as u64 + *v) % 3 != cut % 3);
+                }
+                _ => assert_eq!(h.get(&k), m.get(&k), "get {k}"),
+            }
+            assert_eq!(h.len(), m.len());
+            assert_eq!(h.contains_key(&k), m.contains_key(&k));
+        }
+        let mut a: Vec<_> = h.iter().map(|(k, v)| (*k, *v)).collect();
+        let mut b: Vec<_> = m.iter().map(|(k, v)| (*k, *v)).collect();
+        a.sort();
+        b.sort();
+        assert_eq!(a, b);
+        let mut d: Vec<_> = h.drain().collect();
+        d.sort();
+        assert_eq!(d, b);
+        assert!(h.is_empty() && h.get(&b[0].0).is_none());
+    }
+
+    /// A hint left on a slot that now holds another key (after a removal
+    /// moved the last entry into it) finds the right entry, not that one.
+    #[test]
+    fn stale_hint_finds_the_right_entry() {
+        let mut h: HintMap<u32, &str> = HintMap::default();
+        h.insert(1, "one");
+        h.insert(2, "two");
+        h.insert(3, "three");
+        assert_eq!(h.get(&1), Some(&"one")); // hint: slot 0
+        assert_eq!(h.remove(&1), Some("one")); // 3 moves into slot 0
+        assert_eq!(h.get(&1), None);
+        assert_eq!(h.get(&3), Some(&"three"));
+        assert_eq!(h.get(&2), Some(&"two"));
+        h.remove(&3);
+        h.remove(&2);
+        assert_eq!(h.get(&2), None); // the hint points past the end
+        h.insert(4, "four");
+        assert_eq!(h.get(&4), Some(&"four"));
+    }
+}
