@@ -1815,12 +1815,20 @@ impl Inner {
                 Ok(msg) => {
                     let net = self.net.as_mut().expect("checked");
                     match msg {
-                        Message::Eager { .. } | Message::Rts { .. } => {
+                        Message::Eager { env, payload, .. } => {
+                            let kind = if env.tag.is_some() { Kind::Tagged } else { Kind::Msg };
+                            let (tag, data) = (env.tag.unwrap_or(0), env.data.map(u64::from));
+                            // Mostly a receive posted ahead and waiting first in line.
+                            match self.matcher.take_head(kind, src, tag, data, payload.len()) {
+                                Some(d) => self.complete_recv(&d, &payload[..d.len], None),
+                                None => {
+                                    let a = self.matcher.arrive(Incoming { src, kind, tag, data, body: Body::Eager(payload) });
+                                    self.execute(a, Some(payload));
+                                }
+                            }
+                        }
+                        Message::Rts { .. } => {
                             let mut inc = Incoming::from_message(src, msg).expect("a data message");
-                            let payload = match &inc.body {
-                                Body::Eager(p) => Some(*p),
-                                Body::Rndv(_) => None,
-                            };
                             if let Body::Rndv(r) = &mut inc.body {
                                 let lid = net.next_lid;
                                 net.next_lid += 1;
@@ -1828,7 +1836,7 @@ impl Inner {
                                 r.msg_id = lid;
                             }
                             let a = self.matcher.arrive(inc);
-                            self.execute(a, payload);
+                            self.execute(a, None);
                         }
                         Message::Fin { msg_id, .. } => self.rndv_send_done(addr, msg_id, None),
                         Message::Nack { msg_id, err, .. } => self.rndv_send_done(addr, msg_id, Some(err as i32)),
