@@ -519,6 +519,7 @@ impl Iovs {
 /// `desc` must be NULL or hold more than `i` descriptors; the buffer must stay
 /// valid for the operation (fi_msg(3)).
 #[inline]
+#[inline(always)]
 pub(crate) unsafe fn sge(i: usize, addr: u64, len: usize, desc: Option<*mut *mut c_void>) -> FiResult<(Iov, u64, bool)> {
     if len > u32::MAX as usize {
         return crate::fail!(FiError::MSGSIZE, "buffer of {len} bytes exceeds a verbs SGE");

@@ -54,15 +54,18 @@ impl RegBuf {
         }
     }
 
+    #[inline]
     pub fn addr(&self) -> u64 {
         self.ptr.as_ptr() as u64
     }
+    #[inline]
     pub fn len(&self) -> usize {
         self.layout.size()
     }
     pub fn is_empty(&self) -> bool {
         false
     }
+    #[inline]
     pub fn lkey(&self) -> u32 {
         self.mr.as_ref().map_or(0, |m| m.lkey)
     }
@@ -70,11 +73,13 @@ impl RegBuf {
         self.mr.as_ref().map_or(0, |m| m.rkey)
     }
 
+    #[inline]
     fn check(&self, off: usize, len: usize) {
         assert!(off.checked_add(len).is_some_and(|e| e <= self.len()), "RegBuf range {off}+{len} out of {}", self.len());
     }
 
     /// The device's view of `[off, off+len)`.
+    #[inline]
     pub fn iov(&self, off: usize, len: usize) -> Iov {
         self.check(off, len);
         // SAFETY: the range is inside our registered allocation, which outlives
@@ -83,6 +88,7 @@ impl RegBuf {
     }
 
     /// Reads `[off, off+len)`: a range the device is not writing.
+    #[inline]
     pub fn slice(&self, off: usize, len: usize) -> &[u8] {
         self.check(off, len);
         // SAFETY: in bounds; per the slot discipline nothing writes the range meanwhile.
@@ -90,6 +96,7 @@ impl RegBuf {
     }
 
     /// Writes `data` at `off`: a range the device is not using.
+    #[inline]
     pub fn write(&self, off: usize, data: &[u8]) {
         self.check(off, data.len());
         // SAFETY: in bounds; per the slot discipline nothing else reads or writes the range meanwhile.
@@ -103,6 +110,7 @@ impl RegBuf {
     ///
     /// The `Iov`s come from a send the application posted (readable until it
     /// completes, which is after this copy: see `copy_from_iovs`).
+    #[inline]
     pub fn fill_from_iovs(&self, off: usize, iovs: &[Iov], len: usize) -> usize {
         self.check(off, len);
         let mut done = 0;
@@ -139,6 +147,7 @@ impl Drop for RegBuf {
 /// The `Iov`s were made (in the C shims) from a receive the application
 /// posted, under `Iov::new`'s contract: the memory stays valid and writable
 /// until the receive completes, which is after this copy.
+#[inline]
 pub fn copy_to_iovs(iovs: &[Iov], offset: usize, data: &[u8]) -> usize {
     let mut skip = offset;
     let mut done = 0;

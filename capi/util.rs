@@ -58,6 +58,7 @@ pub trait FiObject: Sized {
 /// `p` must be NULL or point to a readable `struct fid` (the libfabric contract
 /// for every fid argument). Nothing past the fid header is read unless the
 /// class and ops table prove the object is a `T`.
+#[inline(always)]
 pub unsafe fn obj<'a, T: FiObject>(p: *const fid) -> FiResult<&'a T> {
     if p.is_null() {
         return crate::fail!(FiError::INVAL, "{}: NULL object", T::NAME);

@@ -154,6 +154,7 @@ impl<M> PeerFlow<M> {
     /// Takes a credit for a message that leaves at once, outside the queue:
     /// only when `next_send` would hand out that message now (nothing queued
     /// ahead of it, no recall to answer, the reserve credit kept).
+    #[inline]
     pub fn take_for_direct(&mut self) -> bool {
         if self.queue.is_empty() && self.recall.is_none() && self.credits >= 2 {
             self.credits -= 1;
@@ -176,6 +177,7 @@ impl<M> PeerFlow<M> {
     /// The peer granted `n` credits (the credit field of a header it sent,
     /// valid or not for the rest of the message — but not of a message that
     /// failed to decode).
+    #[inline]
     pub fn granted(&mut self, n: u16) {
         let c = self.credits + n as u32;
         if c > self.peer_max as u32 {

@@ -176,11 +176,13 @@ pub struct Unsignaled {
 impl Unsignaled {
     /// Whether the next send may go unsignaled: not too many outstanding,
     /// and not the `UNSIG_EVERY`-th in a row.
+    #[inline]
     pub fn may_skip(&self) -> bool {
         self.owed.len() < UNSIG_MAX && self.since + 1 < UNSIG_EVERY
     }
 
     /// An unsignaled send is posted: returns its work-request index.
+    #[inline]
     pub fn push(&mut self, fail: Option<TxDone>) -> u32 {
         let seq = self.next_seq;
         self.next_seq = (seq + 1) & UNSIG_SEQ;
@@ -198,6 +200,7 @@ impl Unsignaled {
     }
 
     /// A signaled send is posted: how many unsignaled ones its completion retires.
+    #[inline]
     pub fn cover(&mut self) -> u32 {
         std::mem::take(&mut self.since)
     }

@@ -154,16 +154,19 @@ impl SendPool {
     pub fn is_empty(&self) -> bool {
         self.slots.is_empty()
     }
+    #[inline]
     pub fn has_free(&self) -> bool {
         !self.free.is_empty()
     }
 
     /// Byte offset of slot `s` in `buf`.
+    #[inline]
     pub fn off(&self, s: u32) -> usize {
         s as usize * self.stride
     }
 
     /// Takes a free slot for connection `conn`.
+    #[inline]
     pub fn take(&mut self, conn: u32) -> Option<u32> {
         let s = self.free.pop()?;
         self.slots[s as usize] = Some(Slot { conn, done: None, covers: 0 });
@@ -171,6 +174,7 @@ impl SendPool {
     }
 
     /// Gives back a slot taken but not posted.
+    #[inline]
     pub fn put_back(&mut self, s: u32) {
         if self.slots.get_mut(s as usize).and_then(|x| x.take()).is_some() {
             self.free.push(s);
@@ -178,6 +182,7 @@ impl SendPool {
     }
 
     /// The completion the slot's request owes.
+    #[inline]
     pub fn set_done(&mut self, s: u32, done: Option<TxDone>) {
         if let Some(Some(x)) = self.slots.get_mut(s as usize) {
             x.done = done;
@@ -185,6 +190,7 @@ impl SendPool {
     }
 
     /// The signaled request on slot `s` retires `n` unsignaled sends when it completes.
+    #[inline]
     pub fn set_covers(&mut self, s: u32, n: u32) {
         if let Some(Some(x)) = self.slots.get_mut(s as usize) {
             x.covers = n;

@@ -34,6 +34,7 @@ impl<T> Slab<T> {
     }
 
     /// Stores `v`; its handle (never 0).
+    #[inline]
     pub fn insert(&mut self, v: T) -> u64 {
         self.len += 1;
         let i = match self.free.pop() {
@@ -50,6 +51,7 @@ impl<T> Slab<T> {
         ((s.gen as u64) << 32) | i as u64
     }
 
+    #[inline]
     pub fn get(&self, h: u64) -> Option<&T> {
         let (i, g) = Self::split(h);
         self.slots.get(i).filter(|s| s.gen == g).and_then(|s| s.val.as_ref())
@@ -76,6 +78,7 @@ impl<T> Slab<T> {
 
     /// Removes the record of `h` without moving it out (`remove` returns it
     /// by value, a copy of the whole record); false when `h` names none.
+    #[inline]
     pub fn discard(&mut self, h: u64) -> bool {
         let Some((i, s)) = self.live(h) else { return false };
         s.val = None;

@@ -569,6 +569,7 @@ impl Iov {
     /// # Safety
     /// `[addr, addr+len)` must stay valid (and, if sent inline, readable now)
     /// until the operation completes.
+    #[inline]
     pub unsafe fn new(addr: u64, len: u32, lkey: u32) -> Iov {
         Iov(ffi::ibv_sge { addr, length: len, lkey })
     }
