@@ -297,6 +297,10 @@ impl State {
         n
     }
 
+    fn head_is_ok(&self) -> bool {
+        matches!(self.queue.front(), Some(Ok(_)))
+    }
+
     fn head_is_err(&self) -> bool {
         matches!(self.queue.front(), Some(Err(_)))
     }
@@ -311,9 +315,9 @@ impl State {
 }
 
 /// An object whose completions this CQ reports but which makes progress in
-/// software (RDM endpoints): the CQ calls it at the start of every read, so
-/// everything advances inside `fi_cq_read`/`fi_cq_sread`/`fi_trywait` (manual
-/// progress). MSG endpoints register none, and their CQs behave as before.
+/// software (RDM endpoints): the CQ calls it at the start of every read that
+/// finds no completion queued, so everything advances inside
+/// `fi_cq_read`/`fi_cq_sread`/`fi_trywait` (manual progress). MSG endpoints register none, and their CQs behave as before.
 pub trait Progress: Send + Sync {
     /// Advances the owner's work (connection events, internal completions,
     /// queued sends), pushing user completions with `push_completion`/`push_error`.
@@ -655,6 +659,20 @@ impl Cq {
     /// Reads up to `max` completions, handing each to `out`. `FI_EAGAIN` when
     /// none, `FI_EAVAIL` when an error entry is next.
     pub fn read(&self, max: usize, out: &mut dyn FnMut(&Completion)) -> FiResult<usize> {
+        // Completions already queued by software progress are handed out
+        // without another progress pass, as libfabric's util CQs do (they
+        // progress only when empty): an application that reads its transmit
+        // CQ, whose progress found a message, then its receive CQ gets the
+        // message without paying for a second, idle pass first. Progress runs
+        // again as soon as the queue is empty, so nothing waits longer than
+        // the entries ahead of it take to read. CQs without software progress
+        // (MSG) read as before.
+        if max > 0 && self.hooked.load(std::sync::atomic::Ordering::Acquire) {
+            let mut st = self.state.lock();
+            if st.head_is_ok() {
+                return Ok(st.pop_ready(max, out));
+            }
+        }
         self.run_hooks();
         if max == 0 {
             return Ok(0);
@@ -923,7 +941,9 @@ mod tests {
     fn errors_do_not_overtake_earlier_completions() {
         let ok = |ctx| Completion { op_context: ctx, ..Default::default() };
         let mut st = State::default();
+        assert!(!st.head_is_ok(), "empty: a read progresses first");
         st.push_ok(ok(1));
+        assert!(st.head_is_ok(), "a success first: a read hands it out without progress");
         st.push_ok(ok(2));
         st.push_err(CqErr { op_context: 3, err: FI_ETRUNC, ..Default::default() });
         st.push_ok(ok(4));
@@ -931,6 +951,7 @@ mod tests {
         assert_eq!(st.pop_ready(8, &mut |c| got.push(c.op_context)), 2, "the two successes before the error");
         assert_eq!(got, [1, 2]);
         assert!(st.head_is_err(), "then FI_EAVAIL");
+        assert!(!st.head_is_ok(), "an error first: a read progresses, then reports FI_EAVAIL");
         assert_eq!(st.pop_ready(8, &mut |c| got.push(c.op_context)), 0, "nothing passes the error");
         assert_eq!(st.pop_err().map(|e| e.op_context), Some(3));
         assert!(!st.head_is_err());
