@@ -518,7 +518,6 @@ impl Iovs {
 /// # Safety
 /// `desc` must be NULL or hold more than `i` descriptors; the buffer must stay
 /// valid for the operation (fi_msg(3)).
-#[inline]
 #[inline(always)]
 pub(crate) unsafe fn sge(i: usize, addr: u64, len: usize, desc: Option<*mut *mut c_void>) -> FiResult<(Iov, u64, bool)> {
     if len > u32::MAX as usize {
