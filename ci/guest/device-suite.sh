@@ -269,7 +269,11 @@ fi
 # PASS only if the test passes and LeakSanitizer reports nothing
 # (suppressions: tests/c/lsan.supp, library initialisation only).
 REL_LSAN_TESTS=(msg_connect msg_sendrecv msg_rma msg_shutdown cntr_msg rdm_sendrecv rdm_tagged rdm_large
-  rdm_unexpected rdm_multirecv rdm_peek rdm_atomic rdm_hostile cntr_rdm wait_poll)
+  rdm_unexpected rdm_multirecv rdm_peek rdm_atomic rdm_hostile cntr_rdm wait_poll
+  # the error paths (bad input, refused and failed connections, bad keys),
+  # wait objects and progress threads, AV changes, many endpoints
+  bad_input msg_reject msg_badkey msg_selective msg_cq_sread msg_waitloop msg_api14
+  rdm_rma rdm_source rdm_multi rdm_simul rdm_inject_burst rdm_idle_peers rdm_waitloop rdm_auto)
 # Prebuilt: $CTEST_BIN/asan (CFLAGS="-std=gnu11 -O1 -g -fsanitize=address
 # -fno-omit-frame-pointer" tests/c/build.sh $CTEST_BIN/asan), else built here
 # (slow under TCG).
