@@ -317,7 +317,8 @@ impl State {
 /// An object whose completions this CQ reports but which makes progress in
 /// software (RDM endpoints): the CQ calls it at the start of every read that
 /// finds no completion queued, so everything advances inside
-/// `fi_cq_read`/`fi_cq_sread`/`fi_trywait` (manual progress). MSG endpoints register none, and their CQs behave as before.
+/// `fi_cq_read`/`fi_cq_sread`/`fi_trywait` (manual progress). MSG endpoints
+/// register none, and their CQs behave as before.
 pub trait Progress: Send + Sync {
     /// Advances the owner's work (connection events, internal completions,
     /// queued sends), pushing user completions with `push_completion`/`push_error`.
