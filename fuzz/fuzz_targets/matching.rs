@@ -1,7 +1,9 @@
 //! The RDM matching engine (src/rdm/matching.rs) fed with messages decoded
 //! from fuzzer bytes by the real decoder (src/rdm/proto.rs), interleaved with
 //! receives posted (untagged, tagged, multi-receive, directed, peek, claim,
-//! discard), cancels and rendezvous reads finishing in any order.
+//! discard), cancels and rendezvous reads finishing in any order. Eager
+//! messages go through `Matcher::take_head` first, as on the endpoint, or
+//! straight to `arrive`.
 //!
 //! Invariants: no panic; every delivery names a live receive; it lies inside
 //! that receive's buffer (offset + len <= buffer length: truncation, never
@@ -139,6 +141,14 @@ fuzz_target!(|data: &[u8]| {
                     // Local ids are unique (the endpoint assigns them).
                     r.msg_id = rts_id;
                     rts_id += 1;
+                }
+                // An eager message tries take_head first, as the endpoint does
+                // (bit 5 of the op byte: also the general path alone).
+                if let (Some(len), true) = (eager_len, op & 0x20 != 0) {
+                    if let Some(d) = m.take_head(inc.kind, inc.src, inc.tag, inc.data, len) {
+                        model.action(&mut m, Action::Deliver(d), eager_len);
+                        continue;
+                    }
                 }
                 let a = m.arrive(inc);
                 model.action(&mut m, a, eager_len);
