@@ -450,21 +450,9 @@ impl Matcher {
         if p.multi.is_some() || !p.accepts(kind, src, tag) {
             return None;
         }
-        let p = q.posted.pop_front().expect("front exists");
-        let placed = len.min(p.len);
-        Some(Delivery {
-            handle: p.handle,
-            context: p.context,
-            offset: 0,
-            len: placed,
-            olen: len - placed,
-            src,
-            tag: if kind == Kind::Tagged { tag } else { 0 },
-            data: data.unwrap_or(0),
-            flags: FI_RECV | kind.cq_flag() | if data.is_some() { FI_REMOTE_CQ_DATA } else { 0 },
-            last: true,
-            multi_recv: false,
-        })
+        let mut p = q.posted.pop_front().expect("front exists");
+        let (d, _) = place(&mut p, kind, &MsgInfo { src, kind, tag, data, len }, false);
+        Some(d)
     }
 
     /// Remembers a multi-receive buffer leaving the queue with reads still running.
