@@ -352,6 +352,10 @@ pub struct Cq {
     /// Whether `hooks` ever had a member: a CQ of MSG endpoints only skips
     /// the lock on every read.
     hooked: std::sync::atomic::AtomicBool,
+    /// Entries software progress has pushed (`push_completion`,
+    /// `push_error`), counted so that a read whose progress pass pushed
+    /// nothing answers without taking the queue's lock again.
+    soft_pushes: std::sync::atomic::AtomicU64,
     /// The wait set the CQ belongs to (`FI_WAIT_SET`).
     waitset: Mutex<Option<Hold<WaitSet>>>,
     pub refs: Refs,
@@ -424,6 +428,7 @@ impl Cq {
             qps: RwLock::new(HashMap::default()),
             used: std::sync::atomic::AtomicBool::new(false),
             hooked: std::sync::atomic::AtomicBool::new(false),
+            soft_pushes: std::sync::atomic::AtomicU64::new(0),
             bunch: config::get().cqread_bunch_size.max(1),
             hooks: RwLock::new(Vec::new()),
             waitset: Mutex::new(None),
@@ -582,9 +587,21 @@ impl Cq {
         }
     }
 
+    /// Counts a software push; called with the state locked, so the
+    /// increment needs no atomic read-modify-write, and a reader that saw
+    /// the old count (under the lock) saw the queue without the entry.
+    #[inline]
+    fn count_push(&self) {
+        use std::sync::atomic::Ordering;
+        self.soft_pushes.store(self.soft_pushes.load(Ordering::Relaxed) + 1, Ordering::Release);
+    }
+
     /// Queues a completion made in software and wakes waiters.
     pub fn push_completion(&self, c: Completion) {
-        self.state.lock().push_ok(c);
+        let mut st = self.state.lock();
+        st.push_ok(c);
+        self.count_push();
+        drop(st);
         if let Some(w) = &self.wait {
             w.signal();
         }
@@ -592,7 +609,10 @@ impl Cq {
 
     /// Queues an error completion made in software and wakes waiters.
     pub fn push_error(&self, e: CqErr) {
-        self.state.lock().push_err(e);
+        let mut st = self.state.lock();
+        st.push_err(e);
+        self.count_push();
+        drop(st);
         if let Some(w) = &self.wait {
             w.signal();
         }
@@ -668,15 +688,29 @@ impl Cq {
         // again as soon as the queue is empty, so nothing waits longer than
         // the entries ahead of it take to read. CQs without software progress
         // (MSG) read as before.
+        //
+        // A pass that pushed nothing (the count of software pushes did not
+        // move) leaves the queue as it was seen: the read answers from that
+        // look, without taking the lock again (most of a busy poll).
         if max > 0 && self.hooked.load(std::sync::atomic::Ordering::Acquire) {
-            let mut st = self.state.lock();
-            if st.head_is_ok() {
-                return Ok(st.pop_ready(max, out));
+            let (seen, err) = {
+                let mut st = self.state.lock();
+                if st.head_is_ok() {
+                    return Ok(st.pop_ready(max, out));
+                }
+                (self.soft_pushes.load(std::sync::atomic::Ordering::Relaxed), st.head_is_err())
+            };
+            self.run_hooks();
+            if !self.used.load(std::sync::atomic::Ordering::Acquire)
+                && self.soft_pushes.load(std::sync::atomic::Ordering::Acquire) == seen
+            {
+                return Err(if err { FiError::AVAIL } else { FiError::AGAIN });
             }
-        }
-        self.run_hooks();
-        if max == 0 {
-            return Ok(0);
+        } else {
+            self.run_hooks();
+            if max == 0 {
+                return Ok(0);
+            }
         }
         let mut st = self.state.lock();
         // What is queued first, up to the first error entry.
