@@ -55,6 +55,9 @@ use crate::verbs::{self, access, send_flags, wc_opcode, wc_status, CompChannel, 
 const LISTEN_TOKEN: u64 = 0;
 /// Send-queue requests per connection besides send slots (RDMA READ/WRITE, atomics).
 const WR_OPS: usize = 32;
+/// Most consumed shared-pool buffers `handle_recv` sets aside before posting
+/// them again (`Inner::flush_reposts`); at most an eighth of the pool.
+const REPOST_BATCH: usize = 16;
 /// How long a failed connection's QP is kept (in the error state, consuming
 /// nothing) before it is destroyed and the receive buffers promised to it are
 /// free again: its completions are all polled by then.
@@ -172,6 +175,12 @@ struct Net {
     /// A connection is being set up (cached: recomputed when anything
     /// happened, not on every idle poll).
     settling: bool,
+    /// Shared-pool buffers whose message is consumed, to post again and
+    /// count in the bank (with the peer whose message each held, and the
+    /// credits the message released) at the start of the next progress pass,
+    /// before a connection fails, or once `REPOST_BATCH` wait: see
+    /// `Inner::flush_reposts`.
+    repost: Vec<(u32, SocketAddr, u16)>,
     /// Since when a peer has been stuck below its credit floor (`coarse_ms`).
     starved_since: Option<u64>,
     /// Since when a connection we make has waited for free receive buffers.
@@ -609,6 +618,7 @@ impl RdmEp {
             cm_checked: 0,
             dirty: true,
             settling: false,
+            repost: Vec::with_capacity(REPOST_BATCH),
             starved_since: None,
             pool_wait_since: None,
             _listener: listener,
@@ -1573,6 +1583,7 @@ impl Inner {
     /// CQ, as on MSG endpoints); while connections are being set up, on
     /// every call.
     fn progress_with(&mut self, ctx: &Ctx, force_cm: bool) -> bool {
+        let flushed = self.flush_reposts();
         let Some(net) = &mut self.net else { return false };
         // The coarse clock: never a system call, unlike Instant::now() on
         // machines whose clocksource the vDSO cannot read (an emulated HPET).
@@ -1604,7 +1615,7 @@ impl Inner {
             }
         }
         let Some(net) = &mut self.net else { return any };
-        if any || cm_due || net.dirty {
+        if any || flushed || cm_due || net.dirty {
             net.dirty = false;
             self.drain_all();
             if let Some(net) = &mut self.net {
@@ -1757,6 +1768,38 @@ impl Inner {
         }
     }
 
+    /// Posts the shared-pool buffers `handle_recv` set aside and counts
+    /// their messages in the bank (`Bank::recycled`: arrived, and free again,
+    /// so their credits go out). It runs first in every progress pass (so
+    /// before `arm` lets a waiter sleep, and before the pass's drain, which
+    /// sends the credits that became due), before a connection fails (its
+    /// peer's share must see its messages before it is retired), and from
+    /// `handle_recv` once `REPOST_BATCH` buffers wait, so a burst of messages
+    /// never holds more than that many back from the pool.
+    /// True if it posted any (the pass must drain: credits may be due).
+    fn flush_reposts(&mut self) -> bool {
+        let Some(net) = &mut self.net else { return false };
+        if net.repost.is_empty() {
+            return false;
+        }
+        let Some(pool) = &mut net.rx else { return false };
+        for (idx, from, release) in net.repost.drain(..) {
+            let arrival = match pool.post(idx, wr_id(WrKind::Recv, 0, idx)) {
+                Ok(()) => pool.bank.recycled(&from, release),
+                Err(e) => {
+                    // The SRQ holds every pool buffer, so this cannot be "full"; the
+                    // buffer is lost to the pool (and stays busy in the bank).
+                    tracing::warn!("rdm: reposting a shared receive buffer failed: {}", ioerr(e));
+                    pool.bank.arrived(&from, release)
+                }
+            };
+            if arrival == Arrival::Overrun {
+                tracing::warn!("rdm: {from} sent a message without a credit (protocol violation)");
+            }
+        }
+        true
+    }
+
     /// Posts pool buffer `idx` again; `from`: the peer whose message it held.
     fn repost_pool(&mut self, idx: u32, from: Option<SocketAddr>) {
         let Some(net) = &mut self.net else { return };
@@ -1848,16 +1891,20 @@ impl Inner {
         let Some(net) = self.net.as_mut() else { return };
         // The bytes are out of the buffer: repost it; the bank decides who gets the credit.
         let mut post_failed = false;
-        let reposted = match &net.rx {
-            Some(pool) => match pool.post(idx, wr_id(WrKind::Recv, 0, idx)) {
-                Ok(()) => true,
-                Err(e) => {
-                    // The SRQ holds every pool buffer, so this cannot be "full"; the
-                    // buffer is lost to the pool (and stays busy in the bank).
-                    tracing::warn!("rdm: reposting a shared receive buffer failed: {}", ioerr(e));
-                    false
+        let reposted = match &mut net.rx {
+            Some(pool) => {
+                // Posted again and counted in the bank (`recycled`) by the
+                // next progress pass, after the application has its
+                // completion: off the path of a reply it sends at once.
+                // Until then the bank sees the message as still on its way.
+                let batch = REPOST_BATCH.min(pool.buffers() / 8).max(1);
+                net.repost.push((idx, addr, release));
+                if net.repost.len() >= batch {
+                    // The pass that called us drains after its poll.
+                    self.flush_reposts();
                 }
-            },
+                return;
+            }
             None => match net.conns.get(&conn_id).and_then(|c| c.id.qp()) {
                 Some(qp) => match qp.post_recv(wr_id(WrKind::Recv, conn_id, idx), &[buf.iov(off, stride)]) {
                     Ok(()) => true,
@@ -2486,6 +2533,7 @@ impl Inner {
     /// queued operations complete with `err`, and the peer is forgotten (the
     /// next operation to it connects again).
     fn conn_failed(&mut self, conn_id: u32, err: i32) {
+        self.flush_reposts();
         let Some(net) = &mut self.net else { return };
         let Some(conn) = net.conns.get(&conn_id) else { return };
         let addr = conn.peer;
