@@ -124,6 +124,9 @@ struct Geo {
     reads_out: usize,
     inline_req: u32,
     send_sge: u32,
+    /// Our eager size: the largest EAGER payload our bounce buffers take
+    /// (our HELLOs tell the peers), and the most we send EAGER.
+    eager_size: usize,
 }
 
 impl Geo {
@@ -556,6 +559,7 @@ impl RdmEp {
             reads_out: READS_OUT,
             inline_req: d.dev.max_inline().min(256),
             send_sge: self.ctx.tx_iov_limit.max(1) as u32,
+            eager_size: cfg.eager_size,
         };
         let comp = match d.dev.create_comp_channel() {
             Ok(c) => Arc::new(c),
@@ -1252,9 +1256,15 @@ impl Net {
     }
 
     fn hello(&self, grant: u16) -> Vec<u8> {
-        Hello { grant, max_credits: self.geo.peer_bufs as u16, incarnation: self.incarnation, name: self.name.clone() }
-            .encode()
-            .unwrap_or_default()
+        Hello {
+            grant,
+            max_credits: self.geo.peer_bufs as u16,
+            incarnation: self.incarnation,
+            max_eager: self.geo.eager_size.min(proto::MAX_EAGER) as u32,
+            name: self.name.clone(),
+        }
+        .encode()
+        .unwrap_or_default()
     }
 
     /// Registered memory, for the log (`FI_LOG_LEVEL=info`): what the
@@ -2417,8 +2427,15 @@ impl Inner {
         // rest follows in CREDITs; the peer's HELLO gave us credits to send them with).
         let grant = net.admit(peer_addr);
         let (init, resp) = ctx.max_rd_atom;
-        let accept_hello =
-            Hello { grant, max_credits: net.geo.peer_bufs as u16, incarnation: net.incarnation, name: Vec::new() }.encode().unwrap_or_default();
+        let accept_hello = Hello {
+            grant,
+            max_credits: net.geo.peer_bufs as u16,
+            incarnation: net.incarnation,
+            max_eager: net.geo.eager_size.min(proto::MAX_EAGER) as u32,
+            name: Vec::new(),
+        }
+        .encode()
+        .unwrap_or_default();
         let p = ConnParam {
             private_data: &accept_hello,
             responder_resources: (ev.initiator_depth as i32).min(resp).clamp(0, 255) as u8,
