@@ -548,6 +548,9 @@ pub const HELLO_MAX_NAME: usize = 38;
 pub const HELLO_FIXED: usize = 18;
 /// Largest HELLO: fits the 56 bytes of private data an IB/RoCE connect request carries.
 pub const HELLO_MAX_LEN: usize = HELLO_FIXED + HELLO_MAX_NAME;
+// Checked at compile time: the largest HELLO fits the private data, and an
+// IPv6 endpoint name (a sockaddr_in6, 28 bytes) fits the HELLO.
+const _: () = assert!(HELLO_MAX_LEN <= 56 && HELLO_MAX_NAME >= 28);
 
 /// The connection handshake, carried in the rdma-cm private data of the
 /// connect request (from the connecting endpoint) and of the accept (back):
@@ -1032,8 +1035,6 @@ pub(crate) mod tests {
                 .len(),
             HELLO_MAX_LEN
         );
-        assert!(HELLO_MAX_LEN <= 56);
-        assert!(HELLO_MAX_NAME >= 28, "a sockaddr_in6 name must fit");
         let mut r = Rng::new(4);
         for _ in 0..20_000 {
             let n = r.below(70) as usize;
