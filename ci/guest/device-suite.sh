@@ -121,6 +121,7 @@ CTESTS=(
   rdm_simul:rdm_simul
   rdm_peerkill:rdm_peerkill
   rdm_restart:rdm_restart
+  rdm_eager_mismatch:rdm_eager_mismatch
   rdm_inject_burst:rdm_inject_burst
   rdm_idle_peers:rdm_idle_peers
   rdm_inject_fail:rdm_inject_fail
@@ -273,7 +274,7 @@ REL_LSAN_TESTS=(msg_connect msg_sendrecv msg_rma msg_shutdown cntr_msg rdm_sendr
   # the error paths (bad input, refused and failed connections, bad keys),
   # wait objects and progress threads, AV changes, many endpoints
   bad_input msg_reject msg_badkey msg_selective msg_cq_sread msg_waitloop msg_api14
-  rdm_rma rdm_source rdm_multi rdm_simul rdm_inject_burst rdm_idle_peers rdm_waitloop rdm_auto)
+  rdm_rma rdm_source rdm_multi rdm_simul rdm_inject_burst rdm_idle_peers rdm_waitloop rdm_auto rdm_eager_mismatch)
 # Prebuilt: $CTEST_BIN/asan (CFLAGS="-std=gnu11 -O1 -g -fsanitize=address
 # -fno-omit-frame-pointer" tests/c/build.sh $CTEST_BIN/asan), else built here
 # (slow under TCG).

@@ -4,12 +4,13 @@
 //!
 //! Invariants: no panic; an accepted HELLO has a name of at most
 //! HELLO_MAX_NAME bytes, a maximum of at least MIN_CREDITS credits and a
-//! grant within it, a non-zero incarnation, its encoding is a
-//! prefix of the input and everything after it is zero.
+//! grant within it, a non-zero incarnation, a `max_eager` (version 4) of at
+//! most MAX_EAGER, its encoding is a prefix of the input and everything
+//! after it is zero.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
 use rsverbs::rdm::credits::MIN_CREDITS;
-use rsverbs::rdm::proto::{Hello, HELLO_MAX_NAME};
+use rsverbs::rdm::proto::{Hello, HELLO_MAX_NAME, MAX_EAGER};
 
 fuzz_target!(|data: &[u8]| {
     // Private data longer than 255 bytes cannot arrive (its length is a u8 in rdma-cm).
@@ -19,6 +20,7 @@ fuzz_target!(|data: &[u8]| {
     assert!(h.max_credits >= MIN_CREDITS);
     assert!(h.grant <= h.max_credits);
     assert_ne!(h.incarnation, 0);
+    assert!(h.max_eager as usize <= MAX_EAGER);
     let e = h.encode().expect("a decoded HELLO re-encodes");
     assert!(e.len() <= data.len());
     assert_eq!(&data[..e.len()], &e[..]);

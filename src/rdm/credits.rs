@@ -169,7 +169,8 @@ impl<M> PeerFlow<M> {
         self.queue.is_empty() && self.recall.is_none()
     }
 
-    /// Gives back a credit `take_for_direct` took for a message that did not leave.
+    /// Gives back a credit `take_for_direct` (or `next_send`, with a message)
+    /// took for a message that did not leave.
     pub fn untake_direct(&mut self) {
         self.credits += 1;
     }

@@ -100,13 +100,83 @@ enum Grow {
 enum Direct {
     /// On the wire.
     Posted,
-    /// It must go through the peer's queue (`Peer::push`).
+    /// It must go through the peer's queue (`Peer::push`), or by rendezvous
+    /// (longer than the peer's eager limit).
     Queue,
     /// Posting failed: the connection must fail (which reports the message).
     Failed(u32, i32),
     /// On the wire unsignaled, and done as far as the application sees (a
     /// silent send: nothing to report unless its connection fails).
     Retired,
+}
+
+/// What draining peers (`Inner::drain_peer`) hands back, and what it needs
+/// besides the peer's own state.
+struct Drained<'a> {
+    /// Operations done at once (failed, or retired unsignaled), reported
+    /// after the drain.
+    done: Vec<(TxDone, Option<i32>)>,
+    /// An EAGER message queued before the peer's limit was known, and longer
+    /// than it, leaves as an RTS: its buffer is registered here and the send
+    /// waits in `rndv_sends` for FIN/NACK.
+    pd: &'a Arc<Pd>,
+    rndv_sends: &'a mut HashMap<(SocketAddr, u64), RndvSend>,
+}
+
+/// Registers a rendezvous send's buffers for the peer's RDMA READ: one
+/// segment per non-empty iov. `key(i, iov)`: the application's rkey for iov
+/// `i` when its descriptor covers it for remote read; otherwise the piece is
+/// registered here (the `Mr`s are kept until FIN/NACK).
+fn rndv_segments(pd: &Arc<Pd>, iov: &[Iov], key: impl Fn(usize, &Iov) -> Option<u32>) -> FiResult<(Vec<Segment>, Vec<verbs::Mr>)> {
+    let mut segs = Vec::with_capacity(iov.len());
+    let mut tmp = Vec::new();
+    for (i, v) in iov.iter().enumerate() {
+        if v.is_empty() {
+            continue;
+        }
+        let rkey = match key(i, v) {
+            Some(k) => k,
+            None => match pd.reg_mr(v.addr(), v.len() as usize, access::LOCAL_WRITE | access::REMOTE_READ) {
+                Ok(mr) => {
+                    let k = mr.rkey;
+                    tmp.push(mr);
+                    k
+                }
+                Err(e) => {
+                    return crate::fail!(
+                        FiError::from_errno(e),
+                        "send: cannot register {} bytes at {:#x} for the rendezvous: {}",
+                        v.len(),
+                        v.addr(),
+                        ioerr(e)
+                    )
+                }
+            },
+        };
+        segs.push(Segment { addr: v.addr(), len: v.len() as u64, rkey });
+    }
+    Ok((segs, tmp))
+}
+
+/// Registers bytes of our own (a copy of the application's) for a
+/// rendezvous: one segment. The vector's heap buffer does not move when the
+/// vector does; the caller keeps it (`RndvSend::owned`) until FIN/NACK.
+fn rndv_owned(pd: &Arc<Pd>, bytes: Vec<u8>) -> FiResult<(Vec<Segment>, Vec<verbs::Mr>, Vec<u8>)> {
+    let addr = bytes.as_ptr() as u64;
+    match pd.reg_mr(addr, bytes.len(), access::LOCAL_WRITE | access::REMOTE_READ) {
+        Ok(mr) => {
+            let seg = Segment { addr, len: bytes.len() as u64, rkey: mr.rkey };
+            Ok((vec![seg], vec![mr], bytes))
+        }
+        Err(e) => crate::fail!(FiError::from_errno(e), "send: cannot register a {}-byte copy for the rendezvous: {}", bytes.len(), ioerr(e)),
+    }
+}
+
+/// Once per connection, when the peer takes shorter EAGER messages than we send.
+fn log_eager_limit(addr: &SocketAddr, theirs: u32, ours: usize) {
+    tracing::info!(
+        "rdm: {addr} receives EAGER messages of at most {theirs} bytes (ours: {ours}); longer messages to it go by rendezvous"
+    );
 }
 
 /// Sizes of the endpoint's and its connections' resources.
@@ -127,6 +197,9 @@ struct Geo {
     reads_out: usize,
     inline_req: u32,
     send_sge: u32,
+    /// Our eager size: the largest EAGER payload our bounce buffers take
+    /// (our HELLOs tell the peers), and the most we send EAGER.
+    eager_size: usize,
 }
 
 impl Geo {
@@ -565,6 +638,7 @@ impl RdmEp {
             reads_out: READS_OUT,
             inline_req: d.dev.max_inline().min(256),
             send_sge: self.ctx.tx_iov_limit.max(1) as u32,
+            eager_size: cfg.eager_size,
         };
         let comp = match d.dev.create_comp_channel() {
             Ok(c) => Arc::new(c),
@@ -740,10 +814,11 @@ impl RdmEp {
         let silent = r.no_completion || (tx_sel && r.flags & FI_COMPLETION == 0);
         let done = TxDone { context: r.context, flags: FI_SEND | kind.cq_flag(), silent };
         let env = Envelope { tag: r.tag, data };
-        let eager = self.ctx.cfg.is_eager(len);
-        if eager {
+        let own_eager = self.ctx.cfg.is_eager(len);
+        if own_eager {
             // The common case: connected, nothing queued ahead, a credit and
-            // a send slot free: straight into the slot and onto the wire.
+            // a send slot free, within the peer's eager limit: straight into
+            // the slot and onto the wire.
             match g.send_direct(&addr, env, r.iov, len, done) {
                 Direct::Posted => {
                     g.tx_count += 1;
@@ -759,44 +834,28 @@ impl RdmEp {
                 Direct::Queue => {}
             }
         }
+        // The peer's eager limit, once its HELLO told it, may be below ours:
+        // longer messages go by rendezvous. Before that the message is queued
+        // EAGER and checked again when it leaves (`drain_peer`).
+        let net = g.net.as_ref().expect("ready");
+        let eager = own_eager && !net.peers.get(&addr).is_some_and(|p| len > p.eager_limit);
         // Rendezvous: every piece of the buffer must be readable by the peer
         // (built after the eager fast path, which then has nothing to drop).
         let mut rndv = None;
         if !eager {
-            let mut segs = Vec::with_capacity(r.iov.len());
-            let mut tmp = Vec::new();
-            for (i, v) in r.iov.iter().enumerate() {
-                if v.is_empty() {
-                    continue;
-                }
-                let desc = r.descs.get(i).copied().unwrap_or(0);
-                let keys = keys_of(self.domain.get(), desc).filter(|k| k.remote_read && k.covers(v.addr(), v.len() as usize));
-                let rkey = match keys {
-                    Some(k) => k.rkey,
-                    None => {
-                        // Not registered for remote read: register it for this send.
-                        let net = g.net.as_ref().expect("ready");
-                        match net.pd.reg_mr(v.addr(), v.len() as usize, access::LOCAL_WRITE | access::REMOTE_READ) {
-                            Ok(mr) => {
-                                let k = mr.rkey;
-                                tmp.push(mr);
-                                k
-                            }
-                            Err(e) => {
-                                return crate::fail!(
-                                    FiError::from_errno(e),
-                                    "send: cannot register {} bytes at {:#x} for the rendezvous: {}",
-                                    v.len(),
-                                    v.addr(),
-                                    ioerr(e)
-                                )
-                            }
-                        }
-                    }
-                };
-                segs.push(Segment { addr: v.addr(), len: v.len() as u64, rkey });
-            }
-            rndv = Some((segs, tmp));
+            rndv = Some(if inject {
+                // An inject's buffer is the application's again when the
+                // call returns (possible here when the peer's eager limit is
+                // below our inject size): the peer reads a copy.
+                rndv_owned(&net.pd, crate::capi::rdm_mem::gather(r.iov, len).into_vec())?
+            } else {
+                let dom = self.domain.get();
+                let (segs, tmp) = rndv_segments(&net.pd, r.iov, |i, v| {
+                    let desc = r.descs.get(i).copied().unwrap_or(0);
+                    keys_of(dom, desc).filter(|k| k.remote_read && k.covers(v.addr(), v.len() as usize)).map(|k| k.rkey)
+                })?;
+                (segs, tmp, Vec::new())
+            });
         }
         let payload = if eager {
             if inject {
@@ -813,9 +872,9 @@ impl RdmEp {
         let msg_id = peer.msg_id();
         match (payload, rndv) {
             (Some(payload), _) => peer.push(Out::Eager { msg_id, env, payload, done }),
-            (None, Some((segs, tmp))) => {
+            (None, Some((segs, tmp, owned))) => {
                 peer.push(Out::Rts { msg_id, env, len: len as u64, segs });
-                net.rndv_sends.insert((addr, msg_id), RndvSend { done, tmp });
+                net.rndv_sends.insert((addr, msg_id), RndvSend { done, tmp, owned });
             }
             (None, None) => unreachable!("a message is eager or rendezvous"),
         }
@@ -1262,9 +1321,15 @@ impl Net {
     }
 
     fn hello(&self, grant: u16) -> Vec<u8> {
-        Hello { grant, max_credits: self.geo.peer_bufs as u16, incarnation: self.incarnation, name: self.name.clone() }
-            .encode()
-            .unwrap_or_default()
+        Hello {
+            grant,
+            max_credits: self.geo.peer_bufs as u16,
+            incarnation: self.incarnation,
+            max_eager: self.geo.eager_size.min(proto::MAX_EAGER) as u32,
+            name: self.name.clone(),
+        }
+        .encode()
+        .unwrap_or_default()
     }
 
     /// Registered memory, for the log (`FI_LOG_LEVEL=info`): what the
@@ -1932,10 +1997,11 @@ impl Inner {
 
     /// Posts an eager message now if `PeerFlow::next_send` would hand it out
     /// now: the peer is connected with nothing queued (messages, reads, RMA),
-    /// a credit and a send slot are free. The payload goes from the
-    /// application's buffers straight into the slot (no copy in between, no
-    /// queue entry); the header carries the grant owed to the peer, as a
-    /// queued message's would.
+    /// a credit and a send slot are free, and the message is within the
+    /// peer's eager limit (else `Queue`: the caller sends it by rendezvous).
+    /// The payload goes from the application's buffers straight into the
+    /// slot (no copy in between, no queue entry); the header carries the
+    /// grant owed to the peer, as a queued message's would.
     fn send_direct(&mut self, addr: &SocketAddr, env: Envelope, iov: &[Iov], len: usize, done: TxDone) -> Direct {
         // A silent send with no counter to tell may go unsignaled (retired now).
         let quiet = done.silent && self.cntrs.send.is_none();
@@ -1945,7 +2011,8 @@ impl Inner {
             return Direct::Queue;
         }
         let Some(peer) = peers.get_mut(addr) else { return Direct::Queue };
-        if !peer.ready || !peer.reads.is_empty() || !peer.rma.is_empty() {
+        // Longer than the peer takes EAGER: the caller sends it by rendezvous.
+        if !peer.ready || len > peer.eager_limit || !peer.reads.is_empty() || !peer.rma.is_empty() {
             return Direct::Queue;
         }
         let Some(conn_id) = peer.send_conn else { return Direct::Queue };
@@ -2010,11 +2077,11 @@ impl Inner {
     fn drain_one(&mut self, addr: &SocketAddr) {
         let quiet = self.cntrs.send.is_none();
         let Some(net) = &mut self.net else { return };
-        let mut done_now: Vec<(TxDone, Option<i32>)> = Vec::new();
-        let Net { peers, conns, geo, send, rx, .. } = net;
+        let Net { peers, conns, geo, send, rx, pd, rndv_sends, .. } = net;
+        let mut out = Drained { done: Vec::new(), pd, rndv_sends };
         let Some(peer) = peers.get_mut(addr).filter(|p| p.ready) else { return };
-        let r = Self::drain_with_share(peer, rx, conns, geo, send, quiet, &mut done_now);
-        for (d, e) in done_now {
+        let r = Self::drain_with_share(peer, rx, conns, geo, send, quiet, &mut out);
+        for (d, e) in out.done {
             self.tx_done(d, e);
         }
         if let Err((c, e)) = r {
@@ -2027,8 +2094,8 @@ impl Inner {
         let quiet = self.cntrs.send.is_none();
         let Some(net) = &mut self.net else { return };
         let mut failed = Vec::new();
-        let mut done_now: Vec<(TxDone, Option<i32>)> = Vec::new();
-        let Net { peers, conns, geo, send, rx, .. } = net;
+        let Net { peers, conns, geo, send, rx, pd, rndv_sends, .. } = net;
+        let mut out = Drained { done: Vec::new(), pd, rndv_sends };
         // With the shared pool, one walk over the bank tells whether any
         // peer is owed a credit; if none is, a peer with nothing queued is
         // skipped without looking its share up (this runs after every
@@ -2039,11 +2106,11 @@ impl Inner {
             if none_due && peer.nothing_queued() {
                 continue;
             }
-            if let Err((conn_id, e)) = Self::drain_with_share(peer, rx, conns, geo, send, quiet, &mut done_now) {
+            if let Err((conn_id, e)) = Self::drain_with_share(peer, rx, conns, geo, send, quiet, &mut out) {
                 failed.push((conn_id, e));
             }
         }
-        for (d, e) in done_now {
+        for (d, e) in out.done {
             self.tx_done(d, e);
         }
         for (c, e) in failed {
@@ -2060,7 +2127,7 @@ impl Inner {
         geo: &Geo,
         send: &mut SendPool,
         quiet: bool,
-        done_now: &mut Vec<(TxDone, Option<i32>)>,
+        out: &mut Drained<'_>,
     ) -> Result<(), (u32, i32)> {
         // Nothing queued and no credit to return (most calls after a
         // completion): nothing to post.
@@ -2082,7 +2149,7 @@ impl Inner {
             (None, None) => None,
         }
         .unwrap_or(&mut none);
-        let r = Self::drain_peer(peer, share, conns, geo, send, quiet, done_now);
+        let r = Self::drain_peer(peer, share, conns, geo, send, quiet, out);
         peer.rx_bank = own;
         r
     }
@@ -2095,9 +2162,10 @@ impl Inner {
         geo: &Geo,
         send: &mut SendPool,
         quiet: bool,
-        done_now: &mut Vec<(TxDone, Option<i32>)>,
+        out: &mut Drained<'_>,
     ) -> Result<(), (u32, i32)> {
         let addr = peer.addr;
+        let eager_limit = peer.eager_limit;
         let Some(conn_id) = peer.send_conn else { return Ok(()) };
         let Some(conn) = conns.get_mut(&conn_id) else { return Ok(()) };
         let Some(qp) = conn.id.qp() else { return Ok(()) };
@@ -2171,6 +2239,7 @@ impl Inner {
             r.map_err(fail)?;
         }
         // Messages: a send slot and flow-control credit each.
+        let done_now = &mut out.done;
         let Some(flow) = peer.flow.as_mut() else { return Ok(()) };
         while send.has_free() {
             let Some(o) = flow.next_send(share) else { break };
@@ -2182,6 +2251,32 @@ impl Inner {
                     (n, None, SendOp::Send)
                 }
                 Outgoing::Data { msg, grant } => match msg {
+                    Out::Eager { msg_id, env, payload, done } if payload.len() > eager_limit => {
+                        // Queued before the peer's HELLO told its eager limit,
+                        // and longer than it: an RTS instead, in the same slot
+                        // with the same credit.
+                        let len = payload.len();
+                        let r = match payload {
+                            Payload::User(iovs) => rndv_segments(out.pd, &iovs, |_, _| None).map(|(s, t)| (s, t, Vec::new())),
+                            Payload::Owned(v) => rndv_owned(out.pd, v.into_vec()),
+                        };
+                        match r {
+                            Ok((segs, tmp, owned)) => {
+                                tracing::debug!("rdm: a queued {len}-byte message to {addr} exceeds its eager limit {eager_limit}: rendezvous");
+                                out.rndv_sends.insert((addr, msg_id), RndvSend { done, tmp, owned });
+                                let m = Message::Rts { credits: grant, msg_id, env, len: len as u64, segs };
+                                (m.encode_into(&sbuf, off), None, SendOp::Send)
+                            }
+                            Err(e) => {
+                                // Nothing left: the slot, the credit and the grant go back.
+                                send.put_back(s);
+                                share.untake(grant);
+                                flow.untake_direct();
+                                done_now.push((done, Some(e.0)));
+                                continue;
+                            }
+                        }
+                    }
                     Out::Eager { msg_id, env, payload, done } => {
                         let len = payload.len();
                         let hdr = match proto::eager_header(grant, msg_id, env, len) {
@@ -2332,6 +2427,9 @@ impl Inner {
                         Ok(h) => {
                             peer.flow = Some(PeerFlow::new(h.grant, h.max_credits));
                             peer.incarnation = h.incarnation;
+                            if peer.learn_eager_limit(net.geo.eager_size, h.max_eager) {
+                                log_eager_limit(&addr, h.max_eager, net.geo.eager_size);
+                            }
                         }
                         Err(e) => {
                             tracing::warn!("rdm: {addr} accepted with a bad HELLO: {e}");
@@ -2459,13 +2557,23 @@ impl Inner {
             peer.ready = false;
             peer.flow = Some(PeerFlow::new(hello.grant, hello.max_credits));
             peer.incarnation = hello.incarnation;
+            if peer.learn_eager_limit(net.geo.eager_size, hello.max_eager) {
+                log_eager_limit(&peer_addr, hello.max_eager, net.geo.eager_size);
+            }
         }
         // Our grant: its quota, or what the pool has free (possibly 0: the
         // rest follows in CREDITs; the peer's HELLO gave us credits to send them with).
         let grant = net.admit(peer_addr);
         let (init, resp) = ctx.max_rd_atom;
-        let accept_hello =
-            Hello { grant, max_credits: net.geo.peer_bufs as u16, incarnation: net.incarnation, name: Vec::new() }.encode().unwrap_or_default();
+        let accept_hello = Hello {
+            grant,
+            max_credits: net.geo.peer_bufs as u16,
+            incarnation: net.incarnation,
+            max_eager: net.geo.eager_size.min(proto::MAX_EAGER) as u32,
+            name: Vec::new(),
+        }
+        .encode()
+        .unwrap_or_default();
         let p = ConnParam {
             private_data: &accept_hello,
             responder_resources: (ev.initiator_depth as i32).min(resp).clamp(0, 255) as u8,

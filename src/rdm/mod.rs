@@ -14,11 +14,12 @@
 //!   its peers; [`pool`]: the registered receive pool (on an SRQ) and send slots.
 //!
 //! Connection setup: each side puts a [`proto::Hello`] (its grant to the
-//! peer, the most it will ever grant, and, from the connecting side, its
-//! endpoint name) in the rdma-cm private data, attaches the new QP to its
-//! shared receive queue (or, without one, posts the QP's own buffers of
-//! [`RdmConfig::bounce_size`] bytes), and creates its
-//! `credits::PeerFlow::new(hello.grant, hello.max_credits)`.
+//! peer, the most it will ever grant, the largest EAGER payload it takes,
+//! and, from the connecting side, its endpoint name) in the rdma-cm private
+//! data, attaches the new QP to its shared receive queue (or, without one,
+//! posts the QP's own buffers of [`RdmConfig::bounce_size`] bytes), and
+//! creates its `credits::PeerFlow::new(hello.grant, hello.max_credits)`; the
+//! peer's eager limit is the smaller of both sides' eager sizes.
 //!
 //! How the pieces fit, per received bounce buffer (receive completion of
 //! `n` bytes on the QP of peer `src`):
@@ -73,8 +74,10 @@ pub const MIN_SEND_SLOTS: usize = 4;
 /// Settings of RDM endpoints.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RdmConfig {
-    /// Messages up to this length go EAGER, longer ones by rendezvous.
-    /// Zero-length messages are always eager. At most `proto::MAX_EAGER`.
+    /// Messages up to this length go EAGER, longer ones by rendezvous (to a
+    /// peer whose HELLO says it takes less, up to its limit). Zero-length
+    /// messages are always eager. At most `proto::MAX_EAGER`. Also the
+    /// largest EAGER payload our bounce buffers take (`bounce_size`).
     pub eager_size: usize,
     pub credits: CreditConfig,
     /// Shared receive pool size: None = the endpoint's rx_size; Some(0) = no

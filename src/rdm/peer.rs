@@ -267,6 +267,11 @@ pub struct Peer {
     pub next_msg_id: u64,
     /// The peer's incarnation from its HELLO (0 until a connection told us).
     pub incarnation: u64,
+    /// Longest message sent to the peer EAGER: the smaller of our eager size
+    /// and the largest EAGER payload the peer's HELLO says it can receive
+    /// (`usize::MAX` until a HELLO told us: what is queued meanwhile is
+    /// checked again when it leaves).
+    pub eager_limit: usize,
     /// Its fi_addr in the endpoint's AV (`Av::reverse_cached`).
     pub src_cache: (u64, u64),
 }
@@ -291,6 +296,7 @@ impl Peer {
             rma: VecDeque::new(),
             next_msg_id: 1,
             incarnation: 0,
+            eager_limit: usize::MAX,
             src_cache: (0, 0),
         }
     }
@@ -309,6 +315,15 @@ impl Peer {
         }
     }
 
+    /// The peer's HELLO arrived: `max_eager` is the largest EAGER payload it
+    /// can receive, `own` our eager size. Returns true when the peer's limit
+    /// is the lower one (longer messages to it go by rendezvous).
+    pub fn learn_eager_limit(&mut self, own: usize, max_eager: u32) -> bool {
+        let theirs = max_eager as usize;
+        self.eager_limit = own.min(theirs);
+        theirs < own
+    }
+
     /// The connection is up: messages that waited for it enter flow control, in order.
     pub fn release_pre(&mut self) {
         if let Some(f) = &mut self.flow {
@@ -325,6 +340,11 @@ pub struct RndvSend {
     /// Registrations made for this send (buffers the application had not
     /// registered for remote read); released when it completes.
     pub tmp: Vec<Mr>,
+    /// The bytes the peer reads when they are ours, not the application's
+    /// (an inject, or a queued copy, longer than the peer's eager limit):
+    /// kept until FIN/NACK. Dropped after `tmp` (field order), so never
+    /// freed while registered.
+    pub owned: Vec<u8>,
 }
 
 /// A rendezvous receive whose RDMA READs are running.
@@ -524,6 +544,23 @@ mod tests {
         }
         assert_eq!(u.len(), UNSIG_MAX);
         assert_eq!(covered as usize + u.cover() as usize, UNSIG_MAX);
+    }
+
+    /// The eager limit is unknown (unbounded: queued messages are checked
+    /// again when they leave) until the peer's HELLO; then the smaller of
+    /// ours and its own, whichever side is smaller.
+    #[test]
+    fn eager_limit_is_the_smaller_of_both_sides() {
+        let mut p = Peer::new(a("10.0.0.1:7"));
+        assert_eq!(p.eager_limit, usize::MAX, "unknown before the HELLO");
+        assert!(p.learn_eager_limit(16384, 4096), "the peer's is lower: logged");
+        assert_eq!(p.eager_limit, 4096);
+        assert!(!p.learn_eager_limit(4096, 16384), "ours is lower: nothing to log");
+        assert_eq!(p.eager_limit, 4096);
+        assert!(!p.learn_eager_limit(16384, 16384));
+        assert_eq!(p.eager_limit, 16384);
+        assert!(p.learn_eager_limit(16384, 0), "a peer taking only empty EAGER messages");
+        assert_eq!(p.eager_limit, 0);
     }
 
     #[test]

@@ -1,4 +1,4 @@
-//! The RDM wire protocol, version 3 (docs/rdm-protocol.md has the byte layout).
+//! The RDM wire protocol, version 4 (docs/rdm-protocol.md has the byte layout).
 //!
 //! Every message starts with a fixed 40-byte little-endian header. The
 //! encoding is *canonical*: every field has exactly one accepted value for a
@@ -16,7 +16,7 @@ use std::fmt;
 use crate::error::FiError;
 
 /// Protocol version carried in byte 0 of every header.
-pub const VERSION: u8 = 3;
+pub const VERSION: u8 = 4;
 /// Size of the fixed header.
 pub const HEADER_LEN: usize = 40;
 /// Size of one rendezvous segment descriptor (after an RTS header).
@@ -540,13 +540,17 @@ impl<'a> Message<'a> {
     }
 }
 
-/// Most bytes of an endpoint name a HELLO carries (HELLO_MAX_LEN - 14; a
+/// Most bytes of an endpoint name a HELLO carries (HELLO_MAX_LEN - 18; a
 /// sockaddr_in6 is 28).
-pub const HELLO_MAX_NAME: usize = 42;
-/// Fixed part of a HELLO (version 3: with the 8-byte incarnation).
-pub const HELLO_FIXED: usize = 14;
+pub const HELLO_MAX_NAME: usize = 38;
+/// Fixed part of a HELLO (version 3: with the 8-byte incarnation; version 4:
+/// with the 4-byte `max_eager`).
+pub const HELLO_FIXED: usize = 18;
 /// Largest HELLO: fits the 56 bytes of private data an IB/RoCE connect request carries.
 pub const HELLO_MAX_LEN: usize = HELLO_FIXED + HELLO_MAX_NAME;
+// Checked at compile time: the largest HELLO fits the private data, and an
+// IPv6 endpoint name (a sockaddr_in6, 28 bytes) fits the HELLO.
+const _: () = assert!(HELLO_MAX_LEN <= 56 && HELLO_MAX_NAME >= 28);
 
 /// The connection handshake, carried in the rdma-cm private data of the
 /// connect request (from the connecting endpoint) and of the accept (back):
@@ -560,24 +564,35 @@ pub const HELLO_MAX_LEN: usize = HELLO_FIXED + HELLO_MAX_NAME;
 /// connection carries another incarnation comes from a restarted peer (its
 /// disconnect was lost): the old connection is failed and the new one
 /// accepted, instead of refused as a duplicate.
+///
+/// Version 4 adds `max_eager`: the largest EAGER payload the sender of the
+/// HELLO can receive (its own eager size; its bounce buffers hold no more).
+/// The peer sends EAGER only up to the smaller of that and its own eager
+/// size, and longer messages by rendezvous, so endpoints with different
+/// `FI_RSVERBS_EAGER_SIZE` interoperate.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Hello {
     pub grant: u16,
     pub max_credits: u16,
     pub incarnation: u64,
+    /// At most `MAX_EAGER`.
+    pub max_eager: u32,
     pub name: Vec<u8>,
 }
 
 impl Hello {
-    fn check(grant: u16, max_credits: u16, incarnation: u64) -> Result<(), ProtoError> {
-        if max_credits < super::credits::MIN_CREDITS {
+    fn check(&self) -> Result<(), ProtoError> {
+        if self.max_credits < super::credits::MIN_CREDITS {
             return Err(ProtoError::Field("hello max credits"));
         }
-        if grant > max_credits {
+        if self.grant > self.max_credits {
             return Err(ProtoError::Field("hello grant"));
         }
-        if incarnation == 0 {
+        if self.incarnation == 0 {
             return Err(ProtoError::Field("hello incarnation"));
+        }
+        if self.max_eager as usize > MAX_EAGER {
+            return Err(ProtoError::Field("hello max eager"));
         }
         Ok(())
     }
@@ -586,13 +601,14 @@ impl Hello {
         if self.name.len() > HELLO_MAX_NAME {
             return Err(ProtoError::TooLarge(self.name.len() as u64));
         }
-        Hello::check(self.grant, self.max_credits, self.incarnation)?;
+        self.check()?;
         let mut v = Vec::with_capacity(HELLO_FIXED + self.name.len());
         v.push(VERSION);
         v.push(self.name.len() as u8);
         v.extend_from_slice(&self.grant.to_le_bytes());
         v.extend_from_slice(&self.max_credits.to_le_bytes());
         v.extend_from_slice(&self.incarnation.to_le_bytes());
+        v.extend_from_slice(&self.max_eager.to_le_bytes());
         v.extend_from_slice(&self.name);
         Ok(v)
     }
@@ -619,10 +635,15 @@ impl Hello {
         if b[HELLO_FIXED + n..].iter().any(|&x| x != 0) {
             return Err(ProtoError::Length { expected: (HELLO_FIXED + n) as u64, got: b.len() as u64 });
         }
-        let (grant, max_credits) = (rd16(b, 2), rd16(b, 4));
-        let incarnation = u64::from_le_bytes(b[6..14].try_into().expect("8 bytes"));
-        Hello::check(grant, max_credits, incarnation)?;
-        Ok(Hello { grant, max_credits, incarnation, name: b[HELLO_FIXED..HELLO_FIXED + n].to_vec() })
+        let h = Hello {
+            grant: rd16(b, 2),
+            max_credits: rd16(b, 4),
+            incarnation: rd64(b, 6),
+            max_eager: rd32(b, 14),
+            name: b[HELLO_FIXED..HELLO_FIXED + n].to_vec(),
+        };
+        h.check()?;
+        Ok(h)
     }
 }
 
@@ -969,10 +990,14 @@ pub(crate) mod tests {
     #[test]
     fn hello_roundtrip_and_validation() {
         let inc = 0x1122_3344_5566_7788u64;
-        let h = Hello { grant: 5, max_credits: 32, incarnation: inc, name: (0..28).collect() };
+        let h = Hello { grant: 5, max_credits: 32, incarnation: inc, max_eager: 16384, name: (0..28).collect() };
         let b = h.encode().unwrap();
-        assert_eq!(&b[..14], &[VERSION, 28, 5, 0, 32, 0, 0x88, 0x77, 0x66, 0x55, 0x44, 0x33, 0x22, 0x11]);
-        assert_eq!(b.len(), 42);
+        assert_eq!(
+            &b[..18],
+            &[VERSION, 28, 5, 0, 32, 0, 0x88, 0x77, 0x66, 0x55, 0x44, 0x33, 0x22, 0x11, 0x00, 0x40, 0x00, 0x00]
+        );
+        assert_eq!(b.len(), 46);
+        assert_eq!(&b[18..], &h.name[..]);
         assert_eq!(Hello::decode(&b), Ok(h.clone()));
         // Zero padding (as rdma-cm delivers it) is accepted; anything else after the name is not.
         let mut p = b.clone();
@@ -980,18 +1005,14 @@ pub(crate) mod tests {
         assert_eq!(Hello::decode(&p), Ok(h.clone()));
         p[55] = 1;
         assert!(Hello::decode(&p).is_err());
-        assert_eq!(Hello::decode(&b[..13]), Err(ProtoError::Short { need: 14, got: 13 }));
-        assert_eq!(Hello::decode(&b[..20]), Err(ProtoError::Short { need: 42, got: 20 }));
-        // Earlier versions (a version-1 HELLO had a 4-byte fixed part, version 2
-        // no incarnation) are told apart by their version byte.
-        assert_eq!(Hello::decode(&[1, 0, 32, 0]), Err(ProtoError::Version(1)));
-        assert_eq!(Hello::decode(&[2, 0, 5, 0, 32, 0]), Err(ProtoError::Version(2)));
+        assert_eq!(Hello::decode(&b[..17]), Err(ProtoError::Short { need: 18, got: 17 }));
+        assert_eq!(Hello::decode(&b[..20]), Err(ProtoError::Short { need: 46, got: 20 }));
         let mut v = b.clone();
         v[0] = 9;
         assert_eq!(Hello::decode(&v), Err(ProtoError::Version(9)));
         let mut v = b.clone();
-        v[1] = 43;
-        assert_eq!(Hello::decode(&v), Err(ProtoError::TooLarge(43)));
+        v[1] = 39;
+        assert_eq!(Hello::decode(&v), Err(ProtoError::TooLarge(39)));
         let mut v = b.clone();
         v[4..6].copy_from_slice(&2u16.to_le_bytes());
         assert!(Hello::decode(&v).is_err(), "a maximum below what the credit rules need");
@@ -1001,16 +1022,19 @@ pub(crate) mod tests {
         let mut v = b.clone();
         v[6..14].fill(0);
         assert_eq!(Hello::decode(&v), Err(ProtoError::Field("hello incarnation")), "incarnation 0 is never drawn");
-        assert!(Hello { grant: 0, max_credits: 32, incarnation: 0, name: vec![] }.encode().is_err());
+        assert!(Hello { grant: 0, max_credits: 32, incarnation: 0, max_eager: 0, name: vec![] }.encode().is_err());
         // A zero grant is valid (the pool had nothing free).
-        let z = Hello { grant: 0, max_credits: 3, incarnation: 1, name: vec![] };
+        let z = Hello { grant: 0, max_credits: 3, incarnation: 1, max_eager: 0, name: vec![] };
         assert_eq!(Hello::decode(&z.encode().unwrap()), Ok(z));
-        assert!(Hello { grant: 0, max_credits: 32, incarnation: 1, name: vec![0; 43] }.encode().is_err());
+        assert!(Hello { grant: 0, max_credits: 32, incarnation: 1, max_eager: 0, name: vec![0; 39] }.encode().is_err());
+        // The largest HELLO (an IPv6 name is 28 bytes) fits the private data.
         assert_eq!(
-            Hello { grant: 3, max_credits: 3, incarnation: u64::MAX, name: vec![1; HELLO_MAX_NAME] }.encode().unwrap().len(),
+            Hello { grant: 3, max_credits: 3, incarnation: u64::MAX, max_eager: MAX_EAGER as u32, name: vec![1; HELLO_MAX_NAME] }
+                .encode()
+                .unwrap()
+                .len(),
             HELLO_MAX_LEN
         );
-        assert!(HELLO_MAX_LEN <= 56);
         let mut r = Rng::new(4);
         for _ in 0..20_000 {
             let n = r.below(70) as usize;
@@ -1023,6 +1047,65 @@ pub(crate) mod tests {
                 assert_eq!(&b[..e.len()], &e[..]);
             }
         }
+    }
+
+    /// Version 4's `max_eager`: 0..=MAX_EAGER is valid (0: only empty
+    /// messages go EAGER); a larger value is refused, never clamped, and
+    /// encode refuses it too.
+    #[test]
+    fn hello_max_eager_is_checked() {
+        let h = |max_eager| Hello { grant: 3, max_credits: 32, incarnation: 7, max_eager, name: vec![2, 0, 0x30, 0x39, 10, 0, 0, 1] };
+        for ok in [0u32, 1, 4096, 16384, MAX_EAGER as u32 - 1, MAX_EAGER as u32] {
+            let b = h(ok).encode().unwrap();
+            assert_eq!(&b[14..18], &ok.to_le_bytes());
+            assert_eq!(Hello::decode(&b), Ok(h(ok)), "max_eager {ok}");
+        }
+        let good = h(4096).encode().unwrap();
+        for bad in [MAX_EAGER as u32 + 1, 1 << 24, u32::MAX] {
+            assert_eq!(h(bad).encode(), Err(ProtoError::Field("hello max eager")), "encode of max_eager {bad}");
+            let mut v = good.clone();
+            v[14..18].copy_from_slice(&bad.to_le_bytes());
+            assert_eq!(Hello::decode(&v), Err(ProtoError::Field("hello max eager")), "max_eager {bad}");
+        }
+        // Random values: accepted exactly when within the protocol's bound.
+        let mut r = Rng::new(5);
+        for _ in 0..20_000 {
+            let x = if r.chance(1, 2) { r.next() as u32 } else { r.below(2 * MAX_EAGER as u64) as u32 };
+            let mut v = good.clone();
+            v[14..18].copy_from_slice(&x.to_le_bytes());
+            match Hello::decode(&v) {
+                Ok(d) => {
+                    assert!(x as usize <= MAX_EAGER);
+                    assert_eq!(d.max_eager, x);
+                    assert_eq!(d.encode().unwrap(), v);
+                }
+                Err(e) => {
+                    assert!(x as usize > MAX_EAGER);
+                    assert_eq!(e, ProtoError::Field("hello max eager"));
+                }
+            }
+        }
+    }
+
+    /// Older HELLOs are refused by their version byte, whatever follows: a
+    /// version-1 HELLO had a 4-byte fixed part, version 2 no incarnation,
+    /// version 3 no `max_eager` (a version-3 peer would send EAGER messages
+    /// up to its own eager size, whatever our buffers hold).
+    #[test]
+    fn hello_old_versions_are_refused() {
+        assert_eq!(Hello::decode(&[1, 0, 32, 0]), Err(ProtoError::Version(1)));
+        assert_eq!(Hello::decode(&[2, 0, 5, 0, 32, 0]), Err(ProtoError::Version(2)));
+        // A well-formed version-3 HELLO: 14-byte fixed part, then a 16-byte sockaddr_in name.
+        let mut v3 = vec![3u8, 16, 5, 0, 32, 0, 0x88, 0x77, 0x66, 0x55, 0x44, 0x33, 0x22, 0x11];
+        v3.extend_from_slice(&[2, 0, 0x30, 0x39, 10, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(Hello::decode(&v3), Err(ProtoError::Version(3)));
+        let mut padded = v3.clone();
+        padded.resize(56, 0);
+        assert_eq!(Hello::decode(&padded), Err(ProtoError::Version(3)));
+        assert_eq!(Hello::decode(&[]), Err(ProtoError::Short { need: HELLO_FIXED, got: 0 }));
+        // And ours is refused by a version-3 reader's rule (version byte first).
+        let ours = Hello { grant: 3, max_credits: 32, incarnation: 1, max_eager: 16384, name: vec![] }.encode().unwrap();
+        assert_eq!(ours[0], 4);
     }
 
     #[test]

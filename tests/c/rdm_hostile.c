@@ -43,7 +43,7 @@
 /* ---- wire format (docs/rdm-protocol.md) -------------------------------- */
 
 /* The RDM wire protocol version this attacker speaks (docs/rdm-protocol.md). */
-#define PROTO_VERSION 3
+#define PROTO_VERSION 4
 enum { OP_EAGER = 1, OP_RTS = 2, OP_FIN = 3, OP_NACK = 4, OP_CREDIT = 5 };
 
 static void put16(uint8_t *b, uint16_t v) { b[0] = v; b[1] = v >> 8; }
@@ -248,11 +248,12 @@ static void atk_connect(struct atk *a)
 	for (int i = 0; i < A_RECVS; i++)
 		atk_post_recv(a, i);
 
-	/* HELLO (protocol version 3): version, name_len, grant (credits we give
+	/* HELLO (protocol version 4): version, name_len, grant (credits we give
 	 * the victim), max_credits (the most it may hold), incarnation (non-zero),
-	 * name = a sockaddr_in of ours (nobody listens there: the victim never
-	 * needs to connect back). */
-	uint8_t hello[14 + sizeof(struct sockaddr_in)];
+	 * max_eager (the largest EAGER payload our receive slots take), name = a
+	 * sockaddr_in of ours (nobody listens there: the victim never needs to
+	 * connect back). */
+	uint8_t hello[18 + sizeof(struct sockaddr_in)];
 	struct sockaddr_in me = *(struct sockaddr_in *)rdma_get_local_addr(a->id);
 	me.sin_port = htons(9);
 	hello[0] = PROTO_VERSION;
@@ -260,7 +261,8 @@ static void atk_connect(struct atk *a)
 	put16(hello + 2, A_RECVS);
 	put16(hello + 4, A_RECVS);
 	put64(hello + 6, 0x0123456789abcdefull ^ (uint64_t)getpid());
-	memcpy(hello + 14, &me, sizeof(me));
+	put32(hello + 14, A_RSLOT - HDR);
+	memcpy(hello + 18, &me, sizeof(me));
 	struct rdma_conn_param cp = {.private_data = hello, .private_data_len = sizeof(hello),
 				     .responder_resources = 4, .initiator_depth = 4, .retry_count = 7,
 				     .rnr_retry_count = 7};
@@ -270,8 +272,12 @@ static void atk_connect(struct atk *a)
 	if (!ev || ev->event != RDMA_CM_EVENT_ESTABLISHED)
 		fail("connect: %s (status %d)", ev ? rdma_event_str(ev->event) : "no event", ev ? ev->status : 0);
 	const uint8_t *pd = ev->param.conn.private_data;
-	if (!pd || ev->param.conn.private_data_len < 14 || pd[0] != PROTO_VERSION || pd[1] != 0)
+	if (!pd || ev->param.conn.private_data_len < 18 || pd[0] != PROTO_VERSION || pd[1] != 0)
 		fail("the victim's accept carries no valid HELLO");
+	/* version 4: the largest EAGER payload the victim takes (its eager size) */
+	uint32_t vmax = pd[14] | (uint32_t)pd[15] << 8 | (uint32_t)pd[16] << 16 | (uint32_t)pd[17] << 24;
+	if (vmax != EAGER_SIZE)
+		fail("the victim's HELLO advertises max_eager %u, want %u", vmax, EAGER_SIZE);
 	a->victim_bufs = get16(pd + 2); /* its grant */
 	rdma_ack_cm_event(ev);
 	logmsg("attacker connected; victim posts %u buffers for us", a->victim_bufs);
