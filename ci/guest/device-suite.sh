@@ -274,7 +274,10 @@ REL_LSAN_TESTS=(msg_connect msg_sendrecv msg_rma msg_shutdown cntr_msg rdm_sendr
   # the error paths (bad input, refused and failed connections, bad keys),
   # wait objects and progress threads, AV changes, many endpoints
   bad_input msg_reject msg_badkey msg_selective msg_cq_sread msg_waitloop msg_api14
-  rdm_rma rdm_source rdm_multi rdm_simul rdm_inject_burst rdm_idle_peers rdm_waitloop rdm_auto rdm_eager_mismatch)
+  rdm_rma rdm_source rdm_multi rdm_simul rdm_inject_burst rdm_idle_peers rdm_waitloop rdm_auto rdm_eager_mismatch
+  # peers killed, restarted or disconnected behind our back, many peers,
+  # full queues: what failing connections and graves free
+  rdm_peerkill rdm_restart rdm_inject_fail msg_peerkill rdm_manypeers fault_queues)
 # Prebuilt: $CTEST_BIN/asan (CFLAGS="-std=gnu11 -O1 -g -fsanitize=address
 # -fno-omit-frame-pointer" tests/c/build.sh $CTEST_BIN/asan), else built here
 # (slow under TCG).
