@@ -879,14 +879,7 @@ impl RdmEp {
             (None, None) => unreachable!("a message is eager or rendezvous"),
         }
         g.tx_count += 1;
-        if ready {
-            // Connected: post what this peer may send now, without a full
-            // progress pass (the application's CQ reads drive the rest).
-            g.drain_one(&addr);
-        } else {
-            // The connection is being set up: progress drives it.
-            g.progress(&self.ctx);
-        }
+        g.post_or_progress(&self.ctx, &addr, ready);
         Ok(())
     }
 
@@ -1049,8 +1042,9 @@ impl RdmEp {
             (false, None, Some(v)) => peer.rma.push_back(RmaOp::WriteInline { data: v, raddr: r.raddr, rkey, done }),
             (false, None, None) => peer.rma.push_back(RmaOp::Write { local: r.iov.to_vec(), raddr: r.raddr, rkey, done }),
         }
+        let ready = peer.ready;
         g.tx_count += 1;
-        g.progress(&self.ctx);
+        g.post_or_progress(&self.ctx, &addr, ready);
         Ok(())
     }
 
@@ -1093,8 +1087,9 @@ impl RdmEp {
         let net = g.net.as_mut().expect("ready");
         let peer = net.peer_or_connect(addr)?;
         peer.rma.push_back(op);
+        let ready = peer.ready;
         g.tx_count += 1;
-        g.progress(&self.ctx);
+        g.post_or_progress(&self.ctx, &addr, ready);
         Ok(())
     }
 }
@@ -2070,6 +2065,20 @@ impl Inner {
                 tracing::warn!("rdm: posting to {addr} failed: {}", ioerr(e));
                 Direct::Failed(conn_id, FI_EIO)
             }
+        }
+    }
+
+    /// After an operation was queued for the peer at `addr`: if it is
+    /// connected (`ready`), posts what that peer may send now, without a
+    /// full progress pass (the application's CQ reads drive the rest, and a
+    /// full transmit queue makes the next operation progress before it
+    /// answers `FI_EAGAIN`); while its connection is being set up, a
+    /// progress pass drives it.
+    fn post_or_progress(&mut self, ctx: &Ctx, addr: &SocketAddr, ready: bool) {
+        if ready {
+            self.drain_one(addr);
+        } else {
+            self.progress(ctx);
         }
     }
 
