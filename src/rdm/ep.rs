@@ -1315,13 +1315,16 @@ impl Net {
         self.rx.as_ref().is_none_or(|p| p.bank.can_admit())
     }
 
-    fn hello(&self, grant: u16) -> Vec<u8> {
+    /// Our HELLO (the connect request's and the accept's private data):
+    /// `grant` credits; the connect request also names our listening
+    /// address (`with_name`), the accept does not (the requester knows it).
+    fn hello(&self, grant: u16, with_name: bool) -> Vec<u8> {
         Hello {
             grant,
             max_credits: self.geo.peer_bufs as u16,
             incarnation: self.incarnation,
             max_eager: self.geo.eager_size.min(proto::MAX_EAGER) as u32,
-            name: self.name.clone(),
+            name: if with_name { self.name.clone() } else { Vec::new() },
         }
         .encode()
         .unwrap_or_default()
@@ -2574,15 +2577,7 @@ impl Inner {
         // rest follows in CREDITs; the peer's HELLO gave us credits to send them with).
         let grant = net.admit(peer_addr);
         let (init, resp) = ctx.max_rd_atom;
-        let accept_hello = Hello {
-            grant,
-            max_credits: net.geo.peer_bufs as u16,
-            incarnation: net.incarnation,
-            max_eager: net.geo.eager_size.min(proto::MAX_EAGER) as u32,
-            name: Vec::new(),
-        }
-        .encode()
-        .unwrap_or_default();
+        let accept_hello = net.hello(grant, false);
         let p = ConnParam {
             private_data: &accept_hello,
             responder_resources: (ev.initiator_depth as i32).min(resp).clamp(0, 255) as u8,
@@ -2629,7 +2624,7 @@ impl Inner {
         let grant = net.admit(addr);
         // Talking to ourselves: the passive half never sends, so it gets
         // nothing; our share's grant goes to the active half in our accept.
-        let hello = net.hello(if addr == net.local { 0 } else { grant });
+        let hello = net.hello(if addr == net.local { 0 } else { grant }, true);
         let (init, resp) = ctx.max_rd_atom;
         let p = ConnParam {
             private_data: &hello,
