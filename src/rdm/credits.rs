@@ -46,8 +46,15 @@ use crate::error::{FiError, FiResult};
 
 /// Smallest `bufs_per_peer` the rules above allow (threshold 2 <= bufs - 1).
 pub const MIN_CREDITS: u16 = 3;
-/// Default most credits one peer may hold (`FI_RSVERBS_PEER_CREDITS`).
+/// Default most credits one peer may hold (`FI_RSVERBS_PEER_CREDITS`)
+/// without a shared receive pool, where it is also each connection's own
+/// receive buffers (registered memory per connection).
 pub const DEFAULT_CREDITS: u16 = 32;
+/// Default most credits one peer may hold from a shared receive pool. The
+/// pool is the endpoint's, whatever this is; it only caps one peer's quota
+/// (`srq.rs`: the pool divided among the peers) while few peers share the
+/// pool, so that a single busy peer can keep a longer stream in flight.
+pub const DEFAULT_SHARED_CREDITS: u16 = 128;
 
 /// One endpoint's credit settings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

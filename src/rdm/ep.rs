@@ -629,8 +629,15 @@ impl RdmEp {
         }
         let port = d.dev.query_port(listener.port_num().max(1)).map_err(FiError::from_errno)?;
         let cfg = &self.ctx.cfg;
+        // The receive pool: shared, on an SRQ, when the device has one.
+        let has_srq = d.attr.max_srq > 0 && d.attr.max_srq_wr > 0;
+        let pool_size = cfg.pool_size(self.ctx.rx_size).filter(|_| has_srq);
+        if !has_srq && cfg.pool_size(self.ctx.rx_size).is_some() {
+            tracing::info!("rdm: device {} has no shared receive queues; receive buffers per connection", d.dev.name());
+        }
+        let credits = cfg.credits(pool_size.is_some());
         let geo = Geo {
-            peer_bufs: cfg.credits.bufs_per_peer as usize,
+            peer_bufs: credits.bufs_per_peer as usize,
             stride: slot_stride(cfg.bounce_size()),
             nslots: cfg.send_slots,
             max_chunk: (port.max_msg_sz as usize).clamp(4096, READ_CHUNK),
@@ -644,22 +651,17 @@ impl RdmEp {
             Ok(c) => Arc::new(c),
             Err(e) => return crate::fail!(FiError::from_errno(e), "fi_enable: ibv_create_comp_channel failed: {}", ioerr(e)),
         };
-        // The receive pool: shared, on an SRQ, when the device has one.
-        let pool = match cfg.pool_size(self.ctx.rx_size) {
-            Some(n) if d.attr.max_srq > 0 && d.attr.max_srq_wr > 0 => {
+        let pool = match pool_size {
+            Some(n) => {
                 let n = n.min(d.attr.max_srq_wr as u32);
                 // Room to grow (more peers than floors): up to 4x, within the device's limit.
                 let cap = (n.saturating_mul(4)).max(1024).min(d.attr.max_srq_wr as u32);
-                match RecvPool::new(&d.pd, n, cap, geo.stride, cfg.credits.bufs_per_peer, |i| wr_id(WrKind::Recv, 0, i)) {
+                match RecvPool::new(&d.pd, n, cap, geo.stride, credits.bufs_per_peer, |i| wr_id(WrKind::Recv, 0, i)) {
                     Ok(p) => Some(p),
                     Err(e) => {
                         return crate::fail!(FiError::from_errno(e), "fi_enable: cannot set up a shared receive pool of {n} buffers: {}", ioerr(e))
                     }
                 }
-            }
-            Some(_) => {
-                tracing::info!("rdm: device {} has no shared receive queues; receive buffers per connection", d.dev.name());
-                None
             }
             None => None,
         };

@@ -79,7 +79,9 @@ pub struct RdmConfig {
     /// messages are always eager. At most `proto::MAX_EAGER`. Also the
     /// largest EAGER payload our bounce buffers take (`bounce_size`).
     pub eager_size: usize,
-    pub credits: CreditConfig,
+    /// `FI_RSVERBS_PEER_CREDITS`, if set (and valid); else the default of
+    /// the receive mode (`credits`).
+    pub peer_credits: Option<CreditConfig>,
     /// Shared receive pool size: None = the endpoint's rx_size; Some(0) = no
     /// SRQ (per-connection receive buffers); else at least `MIN_SRQ_SIZE`.
     pub srq_size: Option<u32>,
@@ -93,7 +95,7 @@ impl Default for RdmConfig {
     fn default() -> Self {
         RdmConfig {
             eager_size: DEFAULT_EAGER_SIZE,
-            credits: CreditConfig::default(),
+            peer_credits: None,
             srq_size: None,
             send_slots: DEFAULT_SEND_SLOTS,
             lose_disconnect: false,
@@ -123,14 +125,11 @@ impl RdmConfig {
             Some(n) => n as usize,
             None => DEFAULT_EAGER_SIZE,
         };
-        let credits = match num(PEER_CREDITS_ENV) {
-            None => CreditConfig::default(),
-            Some(n) => {
-                let n = u16::try_from(n).unwrap_or(u16::MAX);
-                // CreditConfig::new logs why it refuses.
-                CreditConfig::new(n).unwrap_or_default()
-            }
-        };
+        let peer_credits = num(PEER_CREDITS_ENV).and_then(|n| {
+            let n = u16::try_from(n).unwrap_or(u16::MAX);
+            // CreditConfig::new logs why it refuses (the default applies).
+            CreditConfig::new(n).ok()
+        });
         let srq_size = num(SRQ_SIZE_ENV).map(|n| match n {
             0 => 0,
             n if n < MIN_SRQ_SIZE as u64 => {
@@ -147,7 +146,7 @@ impl RdmConfig {
         if lose_disconnect {
             tracing::warn!("{FAULT_LOSE_DISCONNECT_ENV} is set: RDM endpoints ignore disconnects (fault injection)");
         }
-        RdmConfig { eager_size, credits, srq_size, send_slots, lose_disconnect }
+        RdmConfig { eager_size, peer_credits, srq_size, send_slots, lose_disconnect }
     }
 
     /// The shared pool's size for an endpoint with `rx_size` (None: no SRQ).
@@ -167,6 +166,16 @@ impl RdmConfig {
     pub fn get() -> &'static RdmConfig {
         static CFG: once_cell::sync::Lazy<RdmConfig> = once_cell::sync::Lazy::new(RdmConfig::from_env);
         &CFG
+    }
+
+    /// The credit settings of an endpoint: `FI_RSVERBS_PEER_CREDITS` if set,
+    /// else `DEFAULT_SHARED_CREDITS` with a shared receive pool (`shared`)
+    /// and `DEFAULT_CREDITS` (each connection's own buffers) without.
+    pub fn credits(&self, shared: bool) -> CreditConfig {
+        self.peer_credits.unwrap_or_else(|| {
+            let n = if shared { credits::DEFAULT_SHARED_CREDITS } else { credits::DEFAULT_CREDITS };
+            CreditConfig::new(n).expect("valid default")
+        })
     }
 
     /// Whether a message of `len` bytes goes EAGER (else RNDV_RTS).
@@ -194,7 +203,11 @@ mod tests {
         let c = RdmConfig::from_lookup(lookup(&[]));
         assert_eq!(c, RdmConfig::default());
         assert_eq!(c.eager_size, 16384);
-        assert_eq!(c.credits.bufs_per_peer, 32);
+        assert_eq!(c.peer_credits, None);
+        assert_eq!(c.credits(true).bufs_per_peer, 128);
+        assert_eq!(c.credits(true).return_threshold, 64);
+        assert_eq!(c.credits(false), CreditConfig::default());
+        assert_eq!(c.credits(false).bufs_per_peer, 32);
         assert_eq!(c.bounce_size(), 40 + 16384);
         assert!(c.is_eager(0) && c.is_eager(16384) && !c.is_eager(16385));
 
@@ -202,14 +215,16 @@ mod tests {
         assert_eq!(c.eager_size, 0);
         assert!(c.is_eager(0) && !c.is_eager(1), "zero-length messages stay eager");
         assert_eq!(c.bounce_size(), proto::MAX_RTS_LEN, "room for the largest RTS");
-        assert_eq!(c.credits, CreditConfig { bufs_per_peer: 8, return_threshold: 4 });
+        assert_eq!(c.credits(true), CreditConfig { bufs_per_peer: 8, return_threshold: 4 });
+        assert_eq!(c.credits(false), c.credits(true), "set: both modes");
 
         let c = RdmConfig::from_lookup(lookup(&[(EAGER_SIZE_ENV, "99999999"), (PEER_CREDITS_ENV, "1")]));
         assert_eq!(c.eager_size, proto::MAX_EAGER);
-        assert_eq!(c.credits, CreditConfig::default(), "too few buffers: default");
+        assert_eq!(c.peer_credits, None, "too few buffers: the defaults");
+        assert_eq!(c.credits(true).bufs_per_peer, 128);
         let c = RdmConfig::from_lookup(lookup(&[(EAGER_SIZE_ENV, "lots"), (PEER_CREDITS_ENV, "1000000")]));
         assert_eq!(c.eager_size, DEFAULT_EAGER_SIZE);
-        assert_eq!(c.credits.bufs_per_peer, u16::MAX);
+        assert_eq!(c.credits(true).bufs_per_peer, u16::MAX);
 
         let c = RdmConfig::from_lookup(lookup(&[]));
         assert_eq!((c.srq_size, c.send_slots), (None, DEFAULT_SEND_SLOTS));
