@@ -1025,6 +1025,14 @@ impl RdmEp {
         let addr = g.lookup(r.dest)?;
         let silent = r.no_completion || (tx_sel && r.flags & FI_COMPLETION == 0);
         let done = TxDone { context: r.context, flags: FI_RMA | if r.read { FI_READ } else { FI_WRITE }, silent };
+        if !inject && r.data.is_none() {
+            // The common case: connected, nothing queued ahead, a send-queue
+            // entry free: onto the wire from the application's buffers.
+            let op = if r.read { SendOp::Read { raddr: r.raddr, rkey } } else { SendOp::Write { raddr: r.raddr, rkey } };
+            if g.op_direct(&addr, op, r.iov, done) {
+                return Ok(());
+            }
+        }
         let owned = if inject {
             Some(crate::capi::rdm_mem::gather(r.iov, len))
         } else {
@@ -1086,6 +1094,21 @@ impl RdmEp {
                 return crate::fail!(FiError::INVAL, "compare atomic: a result buffer is required")
             }
         };
+        // A fetching atomic lands in the application's result buffer: it can
+        // go straight onto the wire (a non-fetching add needs a send slot
+        // for the old value, and takes the queue).
+        let direct = match &op {
+            RmaOp::FetchAdd { local, raddr, rkey, add, .. } => Some((SendOp::FetchAdd { raddr: *raddr, rkey: *rkey, add: *add }, *local)),
+            RmaOp::CompSwap { local, raddr, rkey, compare, swap, .. } => {
+                Some((SendOp::CompSwap { raddr: *raddr, rkey: *rkey, compare: *compare, swap: *swap }, *local))
+            }
+            _ => None,
+        };
+        if let Some((sop, local)) = direct {
+            if g.op_direct(&addr, sop, &[local], done) {
+                return Ok(());
+            }
+        }
         let net = g.net.as_mut().expect("ready");
         let peer = net.peer_or_connect(addr)?;
         peer.rma.push_back(op);
@@ -2085,6 +2108,44 @@ impl Inner {
         } else {
             self.progress(ctx);
         }
+    }
+
+    /// Posts an RDMA READ/WRITE or a fetching atomic now if `drain_peer`
+    /// would post it now: the peer is connected, nothing of its RMA or
+    /// rendezvous reads is queued ahead, and a send-queue entry (`WR_OPS`)
+    /// is free. The request names the application's buffers as they are (no
+    /// copy of the iov list, no queue entry). True if it was taken: posted
+    /// (its place in the transmit queue counted), or the post failed and the
+    /// connection failed with it (which reports it, as `drain_peer`'s
+    /// failures do). False: the caller queues it.
+    fn op_direct(&mut self, addr: &SocketAddr, op: SendOp, local: &[Iov], done: TxDone) -> bool {
+        let Some(net) = &mut self.net else { return false };
+        let Some(peer) = net.peers.get_mut(addr) else { return false };
+        if !peer.ready || !peer.rma.is_empty() || !peer.reads.is_empty() {
+            return false;
+        }
+        let Some(conn_id) = peer.send_conn else { return false };
+        let Some(conn) = net.conns.get_mut(&conn_id) else { return false };
+        let Some(qp) = conn.id.qp() else { return false };
+        let Some(res) = conn.res.as_mut() else { return false };
+        let Some(i) = res.free_wrs.pop() else { return false };
+        res.wr_ops.insert(i, WrOp::Rma(done));
+        let inline = match op {
+            SendOp::Write { .. } => {
+                let len: usize = local.iter().map(|v| v.len() as usize).sum();
+                len <= res.max_inline && len > 0
+            }
+            _ => false,
+        };
+        let fl = send_flags::SIGNALED | if inline { send_flags::INLINE } else { 0 };
+        let r = qp.post_send(wr_id(WrKind::Op, conn_id, i), op, local, fl);
+        self.tx_count += 1;
+        if let Err(e) = r {
+            tracing::warn!("rdm: posting to {addr} failed: {}", ioerr(e));
+            // The request waits in `wr_ops`: failing the connection reports it.
+            self.conn_failed(conn_id, FI_EIO);
+        }
+        true
     }
 
     /// Sends what flow control and the send queues allow, for one peer.
