@@ -631,8 +631,9 @@ impl RdmEp {
         let cfg = &self.ctx.cfg;
         // The receive pool: shared, on an SRQ, when the device has one.
         let has_srq = d.attr.max_srq > 0 && d.attr.max_srq_wr > 0;
-        let pool_size = cfg.pool_size(self.ctx.rx_size).filter(|_| has_srq);
-        if !has_srq && cfg.pool_size(self.ctx.rx_size).is_some() {
+        let wanted = cfg.pool_size(self.ctx.rx_size);
+        let pool_size = wanted.filter(|_| has_srq);
+        if !has_srq && wanted.is_some() {
             tracing::info!("rdm: device {} has no shared receive queues; receive buffers per connection", d.dev.name());
         }
         let credits = cfg.credits(pool_size.is_some());
@@ -1097,15 +1098,8 @@ impl RdmEp {
         // A fetching atomic lands in the application's result buffer: it can
         // go straight onto the wire (a non-fetching add needs a send slot
         // for the old value, and takes the queue).
-        let direct = match &op {
-            RmaOp::FetchAdd { local, raddr, rkey, add, .. } => Some((SendOp::FetchAdd { raddr: *raddr, rkey: *rkey, add: *add }, *local)),
-            RmaOp::CompSwap { local, raddr, rkey, compare, swap, .. } => {
-                Some((SendOp::CompSwap { raddr: *raddr, rkey: *rkey, compare: *compare, swap: *swap }, *local))
-            }
-            _ => None,
-        };
-        if let Some((sop, local)) = direct {
-            if g.op_direct(&addr, sop, &[local], done) {
+        if let Some((sop, local)) = op.wire() {
+            if g.op_direct(&addr, sop, local, done) {
                 return Ok(());
             }
         }
@@ -2129,16 +2123,7 @@ impl Inner {
         let Some(qp) = conn.id.qp() else { return false };
         let Some(res) = conn.res.as_mut() else { return false };
         let Some(i) = res.free_wrs.pop() else { return false };
-        res.wr_ops.insert(i, WrOp::Rma(done));
-        let inline = match op {
-            SendOp::Write { .. } => {
-                let len: usize = local.iter().map(|v| v.len() as usize).sum();
-                len <= res.max_inline && len > 0
-            }
-            _ => false,
-        };
-        let fl = send_flags::SIGNALED | if inline { send_flags::INLINE } else { 0 };
-        let r = qp.post_send(wr_id(WrKind::Op, conn_id, i), op, local, fl);
+        let r = post_op(qp, res, conn_id, i, op, local, done);
         self.tx_count += 1;
         if let Err(e) = r {
             tracing::warn!("rdm: posting to {addr} failed: {}", ioerr(e));
@@ -2261,7 +2246,6 @@ impl Inner {
                 .map_err(fail)?;
         }
         while let Some(op) = peer.rma.pop_front() {
-            let wid;
             let r = match op {
                 RmaOp::AtomicAdd { raddr, rkey, add, done } => {
                     let Some(s) = send.take(conn_id) else {
@@ -2270,7 +2254,7 @@ impl Inner {
                     };
                     let off = send.off(s);
                     send.set_done(s, Some(done));
-                    wid = wr_id(WrKind::Send, conn_id, s);
+                    let wid = wr_id(WrKind::Send, conn_id, s);
                     qp.post_send(wid, SendOp::FetchAdd { raddr, rkey, add }, &[sbuf.iov(off, 8)], send_flags::SIGNALED)
                 }
                 RmaOp::WriteInline { data, raddr, rkey, done } => {
@@ -2282,7 +2266,7 @@ impl Inner {
                     sbuf.write(off, &data);
                     send.set_done(s, Some(done));
                     let fl = send_flags::SIGNALED | if data.len() <= res.max_inline && !data.is_empty() { send_flags::INLINE } else { 0 };
-                    wid = wr_id(WrKind::Send, conn_id, s);
+                    let wid = wr_id(WrKind::Send, conn_id, s);
                     qp.post_send(wid, SendOp::Write { raddr, rkey }, &[sbuf.iov(off, data.len())], fl)
                 }
                 op => {
@@ -2290,25 +2274,8 @@ impl Inner {
                         peer.rma.push_front(op);
                         break;
                     };
-                    wid = wr_id(WrKind::Op, conn_id, i);
-                    res.wr_ops.insert(i, WrOp::Rma(op.done()));
-                    match op {
-                        RmaOp::Read { local, raddr, rkey, .. } => {
-                            qp.post_send(wid, SendOp::Read { raddr, rkey }, &local, send_flags::SIGNALED)
-                        }
-                        RmaOp::Write { local, raddr, rkey, .. } => {
-                            let len: usize = local.iter().map(|v| v.len() as usize).sum();
-                            let fl = send_flags::SIGNALED | if len <= res.max_inline && len > 0 { send_flags::INLINE } else { 0 };
-                            qp.post_send(wid, SendOp::Write { raddr, rkey }, &local, fl)
-                        }
-                        RmaOp::FetchAdd { local, raddr, rkey, add, .. } => {
-                            qp.post_send(wid, SendOp::FetchAdd { raddr, rkey, add }, &[local], send_flags::SIGNALED)
-                        }
-                        RmaOp::CompSwap { local, raddr, rkey, compare, swap, .. } => {
-                            qp.post_send(wid, SendOp::CompSwap { raddr, rkey, compare, swap }, &[local], send_flags::SIGNALED)
-                        }
-                        RmaOp::WriteInline { .. } | RmaOp::AtomicAdd { .. } => unreachable!("handled above"),
-                    }
+                    let (sop, local) = op.wire().expect("send-slot ops are handled above");
+                    post_op(qp, res, conn_id, i, sop, local, op.done())
                 }
             };
             r.map_err(fail)?;
@@ -2874,4 +2841,18 @@ impl EncodeInto for Message<'_> {
             }
         }
     }
+}
+
+/// Posts an RDMA READ/WRITE or a fetching atomic (`RmaOp::wire`) in
+/// send-queue entry `i` of connection `conn_id`, recorded in `wr_ops` first:
+/// its completion reports `done`, and so does the connection's failure if the
+/// post fails. Writes that fit go inline.
+fn post_op(qp: &verbs::Qp, res: &mut QpRes, conn_id: u32, i: u32, op: SendOp, local: &[Iov], done: TxDone) -> Result<(), i32> {
+    res.wr_ops.insert(i, WrOp::Rma(done));
+    let inline = matches!(op, SendOp::Write { .. }) && {
+        let len: usize = local.iter().map(|v| v.len() as usize).sum();
+        len <= res.max_inline && len > 0
+    };
+    let fl = send_flags::SIGNALED | if inline { send_flags::INLINE } else { 0 };
+    qp.post_send(wr_id(WrKind::Op, conn_id, i), op, local, fl)
 }

@@ -14,7 +14,7 @@ use super::srq::Bank;
 use super::proto::{Envelope, Segment};
 use crate::capi::rdm_mem::RegBuf;
 use crate::verbs::cm::CmId;
-use crate::verbs::{Iov, Mr};
+use crate::verbs::{Iov, Mr, SendOp};
 
 /// A transmit completion owed to the application when an operation finishes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -87,6 +87,23 @@ pub enum RmaOp {
 }
 
 impl RmaOp {
+    /// What an operation that takes a send-queue entry of its own (`WR_OPS`)
+    /// posts: the request and its local buffers. None for those that use a
+    /// send slot (`WriteInline`, `AtomicAdd`).
+    pub fn wire(&self) -> Option<(SendOp, &[Iov])> {
+        Some(match self {
+            RmaOp::Read { local, raddr, rkey, .. } => (SendOp::Read { raddr: *raddr, rkey: *rkey }, local.as_slice()),
+            RmaOp::Write { local, raddr, rkey, .. } => (SendOp::Write { raddr: *raddr, rkey: *rkey }, local.as_slice()),
+            RmaOp::FetchAdd { local, raddr, rkey, add, .. } => {
+                (SendOp::FetchAdd { raddr: *raddr, rkey: *rkey, add: *add }, std::slice::from_ref(local))
+            }
+            RmaOp::CompSwap { local, raddr, rkey, compare, swap, .. } => {
+                (SendOp::CompSwap { raddr: *raddr, rkey: *rkey, compare: *compare, swap: *swap }, std::slice::from_ref(local))
+            }
+            RmaOp::WriteInline { .. } | RmaOp::AtomicAdd { .. } => return None,
+        })
+    }
+
     pub fn done(&self) -> TxDone {
         match self {
             RmaOp::Read { done, .. }
