@@ -314,6 +314,32 @@ impl State {
     }
 }
 
+/// The locked state of a CQ; unlocking publishes the queue's length in
+/// `Cq::queued`, so every change of the queue is seen there.
+struct StateGuard<'a> {
+    st: parking_lot::MutexGuard<'a, State>,
+    queued: &'a AtomicUsize,
+}
+
+impl std::ops::Deref for StateGuard<'_> {
+    type Target = State;
+    fn deref(&self) -> &State {
+        &self.st
+    }
+}
+
+impl std::ops::DerefMut for StateGuard<'_> {
+    fn deref_mut(&mut self) -> &mut State {
+        &mut self.st
+    }
+}
+
+impl Drop for StateGuard<'_> {
+    fn drop(&mut self) {
+        self.queued.store(self.st.queue.len(), Ordering::Release);
+    }
+}
+
 /// An object whose completions this CQ reports but which makes progress in
 /// software (RDM endpoints): the CQ calls it at the start of every read that
 /// finds no completion queued, so everything advances inside
@@ -356,6 +382,11 @@ pub struct Cq {
     /// `push_error`), counted so that a read whose progress pass pushed
     /// nothing answers without taking the queue's lock again.
     soft_pushes: std::sync::atomic::AtomicU64,
+    /// Entries in the state's queue, as of the last unlock (`StateGuard`
+    /// stores it): a read that finds 0 here skips the lock for its first
+    /// look (most reads of a busy loop, and every read whose completion its
+    /// own progress pass makes).
+    queued: AtomicUsize,
     /// The wait set the CQ belongs to (`FI_WAIT_SET`).
     waitset: Mutex<Option<Hold<WaitSet>>>,
     pub refs: Refs,
@@ -429,6 +460,7 @@ impl Cq {
             used: std::sync::atomic::AtomicBool::new(false),
             hooked: std::sync::atomic::AtomicBool::new(false),
             soft_pushes: std::sync::atomic::AtomicU64::new(0),
+            queued: AtomicUsize::new(0),
             bunch: config::get().cqread_bunch_size.max(1),
             hooks: RwLock::new(Vec::new()),
             waitset: Mutex::new(None),
@@ -464,6 +496,10 @@ impl Cq {
         if let (Some(fd), Some(w)) = (fd, &self.wait) {
             w.del_fd(fd);
         }
+    }
+
+    fn lock_state(&self) -> StateGuard<'_> {
+        StateGuard { st: self.state.lock(), queued: &self.queued }
     }
 
     fn hooks(&self) -> Vec<Arc<dyn Progress>> {
@@ -545,7 +581,7 @@ impl Cq {
 
     /// Puts a context that does not fit in a work-request id aside; returns its index.
     pub fn stash(&self, ctx: u64) -> u64 {
-        let mut st = self.state.lock();
+        let mut st = self.lock_state();
         if let Some(i) = st.stash_free.pop() {
             st.stash[i] = Some(ctx);
             i as u64
@@ -598,7 +634,7 @@ impl Cq {
 
     /// Queues a completion made in software and wakes waiters.
     pub fn push_completion(&self, c: Completion) {
-        let mut st = self.state.lock();
+        let mut st = self.lock_state();
         st.push_ok(c);
         self.count_push();
         drop(st);
@@ -609,7 +645,7 @@ impl Cq {
 
     /// Queues an error completion made in software and wakes waiters.
     pub fn push_error(&self, e: CqErr) {
-        let mut st = self.state.lock();
+        let mut st = self.lock_state();
         st.push_err(e);
         self.count_push();
         drop(st);
@@ -691,15 +727,19 @@ impl Cq {
         //
         // A pass that pushed nothing (the count of software pushes did not
         // move) leaves the queue as it was seen: the read answers from that
-        // look, without taking the lock again (most of a busy poll).
+        // look, without taking the lock again (most of a busy poll). An
+        // empty queue (`queued`) is seen without the lock at all. The count
+        // is read first: a push it missed shows in the count after the pass.
         if max > 0 && self.hooked.load(std::sync::atomic::Ordering::Acquire) {
-            let (seen, err) = {
-                let mut st = self.state.lock();
+            let seen = self.soft_pushes.load(std::sync::atomic::Ordering::Acquire);
+            let mut err = false;
+            if self.queued.load(std::sync::atomic::Ordering::Acquire) != 0 {
+                let mut st = self.lock_state();
                 if st.head_is_ok() {
                     return Ok(st.pop_ready(max, out));
                 }
-                (self.soft_pushes.load(std::sync::atomic::Ordering::Relaxed), st.head_is_err())
-            };
+                err = st.head_is_err();
+            }
             self.run_hooks();
             if !self.used.load(std::sync::atomic::Ordering::Acquire)
                 && self.soft_pushes.load(std::sync::atomic::Ordering::Acquire) == seen
@@ -712,7 +752,7 @@ impl Cq {
                 return Ok(0);
             }
         }
-        let mut st = self.state.lock();
+        let mut st = self.lock_state();
         // What is queued first, up to the first error entry.
         let mut n = st.pop_ready(max, out);
         const MAXB: usize = 64;
@@ -759,12 +799,12 @@ impl Cq {
     /// Reads the next error entry; its err_data stays valid until the next call.
     pub fn read_err(&self) -> FiResult<(CqErr, *const u8)> {
         self.run_hooks();
-        let mut st = self.state.lock();
+        let mut st = self.lock_state();
         if st.nerr == 0 {
             drop(st);
             // An error may still sit in the verbs CQ: pull completions forward.
             self.poll_into_pending();
-            st = self.state.lock();
+            st = self.lock_state();
         }
         let Some(e) = st.pop_err() else { return Err(FiError::AGAIN) };
         st.last_err_data = e.err_data.clone();
@@ -789,7 +829,7 @@ impl Cq {
         if !self.used.load(std::sync::atomic::Ordering::Acquire) {
             return false;
         }
-        let mut st = self.state.lock();
+        let mut st = self.lock_state();
         let mut wcs = verbs::WcBuf::<16>::new();
         let mut any = false;
         let mut cache = None;
@@ -826,7 +866,7 @@ impl Cq {
             h.progress();
         }
         {
-            let st = self.state.lock();
+            let st = self.lock_state();
             if !st.queue.is_empty() {
                 return Err(FiError::AGAIN);
             }
@@ -851,7 +891,7 @@ impl Cq {
             }
         }
         // A hook may have queued completions while arming.
-        let st = self.state.lock();
+        let st = self.lock_state();
         if !st.queue.is_empty() {
             return Err(FiError::AGAIN);
         }
@@ -898,7 +938,7 @@ impl Cq {
     pub fn has_events(&self) -> bool {
         self.run_hooks();
         self.progress();
-        let st = self.state.lock();
+        let st = self.lock_state();
         !st.queue.is_empty()
     }
 
