@@ -113,23 +113,62 @@ impl RegBuf {
     #[inline]
     pub fn fill_from_iovs(&self, off: usize, iovs: &[Iov], len: usize) -> usize {
         self.check(off, len);
-        let mut done = 0;
-        for v in iovs {
-            let n = (v.len() as usize).min(len - done);
-            if n > 0 {
-                // SAFETY: source inside the application's readable buffer (Iov::new's
-                // contract); destination inside our allocation (checked), unused by the device.
-                unsafe {
-                    std::ptr::copy_nonoverlapping(v.addr() as usize as *const u8, self.ptr.as_ptr().add(off + done), n)
-                };
-            }
-            done += n;
-            if done == len {
-                break;
-            }
-        }
-        done
+        // SAFETY: `len` bytes from `off` are inside our allocation (checked),
+        // unused by the device; the sources per `gather_raw`'s contract.
+        unsafe { gather_raw(self.ptr.as_ptr().add(off), iovs, len) }
     }
+}
+
+/// Copies up to `len` bytes of the buffers `iovs`, in order, to `dst`;
+/// returns the bytes copied (less when the buffers are shorter).
+///
+/// # Safety
+/// `dst` must be writable for `len` bytes and not overlap the sources; the
+/// `Iov`s come from an operation the application posted (readable during
+/// the call, per `Iov::new`'s contract).
+#[inline]
+unsafe fn gather_raw(dst: *mut u8, iovs: &[Iov], len: usize) -> usize {
+    let mut done = 0;
+    for v in iovs {
+        let n = (v.len() as usize).min(len - done);
+        if n > 0 {
+            // SAFETY: per the contract; done + n <= len.
+            unsafe { std::ptr::copy_nonoverlapping(v.addr() as usize as *const u8, dst.add(done), n) };
+        }
+        done += n;
+        if done == len {
+            break;
+        }
+    }
+    done
+}
+
+/// Largest send [`post_staged`] stages (the device's inline limit is at most this in practice).
+pub const INLINE_STAGE: usize = 512;
+
+/// Posts a send whose bytes the device copies while it is posted (inline):
+/// `hdr`, then `len` bytes of `iovs`, staged on the stack, so no registered
+/// memory (no send slot, possibly cold) is written for it. `post` gets the
+/// staged bytes as one SGE, valid only during the call (an inline post
+/// reads it before returning). `None` (nothing posted) if `hdr.len() + len`
+/// exceeds [`INLINE_STAGE`].
+#[inline]
+pub fn post_staged<R>(hdr: &[u8], iovs: &[Iov], len: usize, post: impl FnOnce(Iov) -> R) -> Option<R> {
+    let h = hdr.len();
+    if h + len > INLINE_STAGE {
+        return None;
+    }
+    let mut stage = std::mem::MaybeUninit::<[u8; INLINE_STAGE]>::uninit();
+    let p = stage.as_mut_ptr() as *mut u8;
+    // SAFETY: h + len <= INLINE_STAGE bytes of our stack array are written:
+    // the header, then the application's buffers (gather_raw's contract).
+    let n = unsafe {
+        std::ptr::copy_nonoverlapping(hdr.as_ptr(), p, h);
+        h + gather_raw(p.add(h), iovs, len)
+    };
+    // SAFETY: the first n bytes were written above and stay on this frame
+    // until `post` returns; an inline post copies them during the call.
+    Some(post(unsafe { Iov::new(p as u64, n as u32, 0) }))
 }
 
 impl Drop for RegBuf {
@@ -178,20 +217,9 @@ pub fn copy_to_iovs(iovs: &[Iov], offset: usize, data: &[u8]) -> usize {
 /// The `Iov`s were made from a send (or inject) the application posted, under
 /// `Iov::new`'s contract: readable until the send completes (inject: now).
 pub fn copy_from_iovs(iovs: &[Iov], out: &mut [u8]) -> usize {
-    let mut done = 0;
-    for v in iovs {
-        let n = (v.len() as usize).min(out.len() - done);
-        if n > 0 {
-            // SAFETY: [addr, addr+n) lies inside the application's buffer,
-            // readable per Iov::new's contract; `out` has room for n more bytes.
-            unsafe { std::ptr::copy_nonoverlapping(v.addr() as usize as *const u8, out.as_mut_ptr().add(done), n) };
-        }
-        done += n;
-        if done == out.len() {
-            break;
-        }
-    }
-    done
+    // SAFETY: `out` is writable for its length and is ours (no overlap); the
+    // sources per Iov::new's contract.
+    unsafe { gather_raw(out.as_mut_ptr(), iovs, out.len()) }
 }
 
 /// The first `len` bytes of the application buffers `iovs`, copied (inject:
@@ -199,20 +227,9 @@ pub fn copy_from_iovs(iovs: &[Iov], out: &mut [u8]) -> usize {
 /// without an allocation. Shorter buffers give fewer bytes.
 pub fn gather(iovs: &[Iov], len: usize) -> crate::rdm::peer::Bytes {
     let mut v = crate::rdm::peer::Bytes::with_capacity(len);
-    let mut done = 0;
-    for io in iovs {
-        let n = (io.len() as usize).min(len - done);
-        if n > 0 {
-            // SAFETY: the source lies inside the application's readable buffer
-            // (Iov::new's contract); the destination is the vector's spare
-            // capacity (done + n <= len <= capacity).
-            unsafe { std::ptr::copy_nonoverlapping(io.addr() as usize as *const u8, v.as_mut_ptr().add(done), n) };
-        }
-        done += n;
-        if done == len {
-            break;
-        }
-    }
+    // SAFETY: the destination is the vector's spare capacity (len bytes);
+    // the sources per Iov::new's contract.
+    let done = unsafe { gather_raw(v.as_mut_ptr(), iovs, len) };
     // SAFETY: the first `done` bytes were initialised just above.
     unsafe { v.set_len(done) };
     v
@@ -265,5 +282,27 @@ mod tests {
         assert_eq!(gather(&iovs, 100).len(), 10, "bounded by the buffers");
         let s = sub_iov(&iovs[1], 2, 3);
         assert_eq!((s.addr(), s.len()), (b.as_ptr() as u64 + 2, 3));
+    }
+
+    #[test]
+    fn staged_inline_sends_carry_header_then_payload() {
+        let a = *b"abc";
+        let b = *b"defgh";
+        // SAFETY: test buffers live until the end of the test.
+        let iovs = unsafe { [Iov::new(a.as_ptr() as u64, 3, 0), Iov::new(b.as_ptr() as u64, 5, 0)] };
+        let read = |sge: Iov| {
+            // SAFETY: post_staged's SGE is readable during the call.
+            unsafe { std::slice::from_raw_parts(sge.addr() as usize as *const u8, sge.len() as usize) }.to_vec()
+        };
+        assert_eq!(post_staged(b"HDR", &iovs, 6, read).as_deref(), Some(&b"HDRabcdef"[..]), "header, then len bytes across iovs");
+        assert_eq!(post_staged(b"HDR", &iovs, 8, read).as_deref(), Some(&b"HDRabcdefgh"[..]));
+        assert_eq!(post_staged(b"", &iovs[..1], 0, read).as_deref(), Some(&b""[..]), "nothing to stage");
+        let big = [7u8; INLINE_STAGE];
+        // SAFETY: as above.
+        let big_iov = unsafe { [Iov::new(big.as_ptr() as u64, INLINE_STAGE as u32, 0)] };
+        assert_eq!(post_staged(b"", &big_iov, INLINE_STAGE, read).map(|v| v.len()), Some(INLINE_STAGE), "exactly the stage");
+        let mut called = false;
+        assert!(post_staged(b"H", &big_iov, INLINE_STAGE, |_| called = true).is_none(), "one byte over the stage");
+        assert!(!called, "nothing is posted when it does not fit");
     }
 }

@@ -2055,35 +2055,58 @@ impl Inner {
             return Direct::Queue;
         };
         peer.next_msg_id += 1;
+        let n = proto::HEADER_LEN + len;
+        if n <= res.max_inline {
+            // Inline: staged on the stack, copied by the device while posted
+            // (no send slot's memory is written). A quiet one may go
+            // unsignaled and needs no slot: only a failure completes it (and
+            // reports it); a signaled one keeps a slot for its completion.
+            let skip = quiet && res.unsig.may_skip();
+            let (wid, fl, slot) = if skip {
+                let idx = res.unsig.push(Some(done));
+                (wr_id(WrKind::Send, conn_id, idx), send_flags::INLINE, None)
+            } else {
+                let s = send.take(conn_id).expect("checked has_free");
+                send.set_done(s, Some(done));
+                send.set_covers(s, res.unsig.cover());
+                (wr_id(WrKind::Send, conn_id, s), send_flags::SIGNALED | send_flags::INLINE, Some(s))
+            };
+            let posted = crate::capi::rdm_mem::post_staged(&hdr, iov, len, |sge| qp.post_send(wid, SendOp::Send, &[sge], fl));
+            if let Some(r) = posted {
+                return match r {
+                    Ok(()) if skip => Direct::Retired,
+                    Ok(()) => Direct::Posted,
+                    Err(e) => {
+                        if skip {
+                            // Not posted: a slot owes the failure (as a signaled send's would).
+                            res.unsig.unpush();
+                            let s = send.take(conn_id).expect("checked has_free");
+                            send.set_done(s, Some(done));
+                        }
+                        tracing::warn!("rdm: posting to {addr} failed: {}", ioerr(e));
+                        Direct::Failed(conn_id, FI_EIO)
+                    }
+                };
+            }
+            // Longer than the stack stage (a device inlining more than it):
+            // not posted; undo and go through a slot.
+            match slot {
+                Some(s) => send.put_back(s),
+                None => res.unsig.unpush(),
+            }
+        }
         let s = send.take(conn_id).expect("checked has_free");
+        send.set_done(s, Some(done));
+        send.set_covers(s, res.unsig.cover());
         let off = send.off(s);
         let sbuf = &send.buf;
         sbuf.write(off, &hdr);
         sbuf.fill_from_iovs(off + proto::HEADER_LEN, iov, len);
-        let n = proto::HEADER_LEN + len;
-        let iov = sbuf.iov(off, n);
-        let skip = quiet && n <= res.max_inline && res.unsig.may_skip();
-        let (wid, fl) = if skip {
-            // Inline: the slot is free once posted. Only a failure completes it (and reports it).
-            let idx = res.unsig.push(Some(done));
-            (wr_id(WrKind::Send, conn_id, idx), send_flags::INLINE)
-        } else {
-            send.set_done(s, Some(done));
-            send.set_covers(s, res.unsig.cover());
-            (wr_id(WrKind::Send, conn_id, s), send_flags::SIGNALED | if n <= res.max_inline { send_flags::INLINE } else { 0 })
-        };
-        match qp.post_send(wid, SendOp::Send, &[iov], fl) {
-            Ok(()) if skip => {
-                send.put_back(s);
-                Direct::Retired
-            }
+        let wid = wr_id(WrKind::Send, conn_id, s);
+        let fl = send_flags::SIGNALED | if n <= res.max_inline { send_flags::INLINE } else { 0 };
+        match qp.post_send(wid, SendOp::Send, &[sbuf.iov(off, n)], fl) {
             Ok(()) => Direct::Posted,
             Err(e) => {
-                if skip {
-                    // Not posted: the slot owes the failure (as a signaled send's would).
-                    res.unsig.unpush();
-                    send.set_done(s, Some(done));
-                }
                 tracing::warn!("rdm: posting to {addr} failed: {}", ioerr(e));
                 Direct::Failed(conn_id, FI_EIO)
             }
