@@ -245,9 +245,19 @@ struct Net {
     /// event arrived, the coarse clock ticked. An idle poll (none of these)
     /// skips the walk over every peer.
     dirty: bool,
-    /// A connection is being set up (cached: recomputed when anything
-    /// happened, not on every idle poll).
+    /// A connection is being set up: set when one is created, recomputed
+    /// after every pass that drains while it is set (never walked otherwise).
     settling: bool,
+    /// Peers the next partial drain visits (each once: `Peer::pending`):
+    /// peers with work a drain could not post (invariant: every peer with
+    /// queued work is here, or will be visited by a full walk first), peers
+    /// whose credits may have become due (buffers of theirs reposted, credits
+    /// the bank served them), peers work was queued for outside a drain. A
+    /// full walk over every peer runs instead when an operation asked for
+    /// progress (`dirty`), on connection events and on every tick of the
+    /// coarse clock; otherwise a pass costs the peers listed here, not every
+    /// peer of the endpoint.
+    pending: Vec<SocketAddr>,
     /// Shared-pool buffers whose message is consumed, to post again and
     /// count in the bank (with the peer whose message each held, and the
     /// credits the message released) at the start of the next progress pass,
@@ -695,6 +705,7 @@ impl RdmEp {
             cm_checked: 0,
             dirty: true,
             settling: false,
+            pending: Vec::new(),
             repost: Vec::with_capacity(REPOST_BATCH),
             starved_since: None,
             pool_wait_since: None,
@@ -1142,6 +1153,11 @@ impl Net {
         self.conns.values().any(|c| c.stage != Stage::Up)
     }
 
+    /// Lists the peer at `addr` for the next drain (`pending`).
+    fn mark(&mut self, addr: &SocketAddr) {
+        mark_in(&mut self.peers, &mut self.pending, addr);
+    }
+
     /// The peer at `addr`, connecting to it if there is none yet.
     fn peer_or_connect(&mut self, addr: SocketAddr) -> FiResult<&mut Peer> {
         // One lookup for a known peer (every send).
@@ -1161,6 +1177,7 @@ impl Net {
         }
         tracing::debug!("rdm: connecting to {addr} (conn {conn_id})");
         self.conns.insert(conn_id, Conn { id, peer: addr, active: true, stage: Stage::Resolving, res: None });
+        self.settling = true;
         let mut p = Peer::new(addr);
         p.send_conn = Some(conn_id);
         p.conns.push(conn_id);
@@ -1565,8 +1582,11 @@ impl Inner {
             let d2 = self.matcher.read_finished(&d);
             self.complete_recv(&d2, &[], Some(FI_EIO));
             if peer_alive {
-                if let Some(p) = self.net.as_mut().and_then(|n| n.peers.get_mut(&addr)) {
-                    p.push(Out::Nack { msg_id, err: FI_EIO as u16 });
+                if let Some(net) = self.net.as_mut() {
+                    if let Some(p) = net.peers.get_mut(&addr) {
+                        p.push(Out::Nack { msg_id, err: FI_EIO as u16 });
+                    }
+                    net.mark(&addr);
                 }
             }
             return;
@@ -1607,6 +1627,7 @@ impl Inner {
         if let Some(p) = net.peers.get_mut(&addr) {
             p.reads.extend(pieces);
         }
+        net.mark(&addr);
     }
 
     /// A rendezvous receive's reads are all done.
@@ -1622,6 +1643,7 @@ impl Inner {
                 Some(e) => p.push(Out::Nack { msg_id: op.msg_id, err: e.clamp(1, u16::MAX as i32) as u16 }),
             }
         }
+        net.mark(&op.peer);
     }
 
     fn read_piece_done(&mut self, read_id: u64, err: Option<i32>) {
@@ -1665,15 +1687,12 @@ impl Inner {
     /// CQ, as on MSG endpoints); while connections are being set up, on
     /// every call.
     fn progress_with(&mut self, ctx: &Ctx, force_cm: bool) -> bool {
+        // Reposts list the peers whose credits they may make due.
         let flushed = self.flush_reposts();
         let Some(net) = &mut self.net else { return false };
         // The coarse clock: never a system call, unlike Instant::now() on
         // machines whose clocksource the vDSO cannot read (an emulated HPET).
         let now = crate::capi::rdm_mem::coarse_ms();
-        if net.dirty {
-            // An operation may have opened a connection.
-            net.settling = net.any_settling();
-        }
         let settling = net.settling;
         let cm_due = force_cm || settling || now != net.cm_checked;
         if cm_due {
@@ -1697,10 +1716,14 @@ impl Inner {
             }
         }
         let Some(net) = &mut self.net else { return any };
-        if any || flushed || cm_due || net.dirty {
+        // After completions and reposts, the peers they concern and those
+        // left with work (`pending`) are drained; an operation's request for
+        // progress, connection events and the clock's tick walk every peer.
+        let full = cm_due || net.dirty;
+        if any || flushed || full {
             net.dirty = false;
-            self.drain_all();
-            if let Some(net) = &mut self.net {
+            self.drain_all(full);
+            if let Some(net) = self.net.as_mut().filter(|n| n.settling) {
                 net.settling = net.any_settling();
             }
         }
@@ -1858,14 +1881,18 @@ impl Inner {
     /// peer's share must see its messages before it is retired), and from
     /// `handle_recv` once `REPOST_BATCH` buffers wait, so a burst of messages
     /// never holds more than that many back from the pool.
-    /// True if it posted any (the pass must drain: credits may be due).
+    /// Each buffer's peer is listed for the pass's drain (its credit may be
+    /// due). True if it posted any (the pass must drain).
     fn flush_reposts(&mut self) -> bool {
         let Some(net) = &mut self.net else { return false };
         if net.repost.is_empty() {
             return false;
         }
-        let Some(pool) = &mut net.rx else { return false };
-        for (idx, from, release) in net.repost.drain(..) {
+        let Net { rx, repost, peers, pending, .. } = net;
+        let Some(pool) = rx else { return false };
+        for (idx, from, release) in repost.drain(..) {
+            // Its credit may be due now.
+            mark_in(peers, pending, &from);
             let arrival = match pool.post(idx, wr_id(WrKind::Recv, 0, idx)) {
                 Ok(()) => pool.bank.recycled(&from, release),
                 Err(e) => {
@@ -1893,6 +1920,9 @@ impl Inner {
             return;
         }
         pool.bank.reposted(from.as_ref());
+        if let Some(a) = from {
+            net.mark(&a);
+        }
     }
 
     /// A bounce buffer received a message (or an RDMA write with data consumed it).
@@ -2004,6 +2034,7 @@ impl Inner {
             Some(b) => b.arrived(&addr, release),
             None => Arrival::Ok,
         };
+        net.mark(&addr);
         if arrival == Arrival::Overrun {
             tracing::warn!("rdm: {addr} sent a message without a credit (protocol violation)");
         }
@@ -2164,6 +2195,10 @@ impl Inner {
         let mut out = Drained { done: Vec::new(), pd, rndv_sends };
         let Some(peer) = peers.get_mut(addr).filter(|p| p.ready) else { return };
         let r = Self::drain_with_share(peer, rx, conns, geo, send, quiet, &mut out);
+        if Self::busy(peer, rx) && !peer.pending {
+            peer.pending = true;
+            net.pending.push(*addr);
+        }
         for (d, e) in out.done {
             self.tx_done(d, e);
         }
@@ -2172,25 +2207,61 @@ impl Inner {
         }
     }
 
-    /// Sends what flow control and the send queues allow, for every peer.
-    fn drain_all(&mut self) {
+    /// Sends what flow control and the send queues allow: for every peer
+    /// (`full`), or for the peers listed in `Net::pending`. Either way the
+    /// peers left with work (or a credit due) are listed again.
+    fn drain_all(&mut self, full: bool) {
         let quiet = self.cntrs.send.is_none();
         let Some(net) = &mut self.net else { return };
         let mut failed = Vec::new();
-        let Net { peers, conns, geo, send, rx, pd, rndv_sends, .. } = net;
+        let Net { peers, conns, geo, send, rx, pd, rndv_sends, pending, .. } = net;
+        // Peers the shared pool's bank gave credits to meanwhile.
+        let mut served = Vec::new();
+        if let Some(p) = rx.as_mut() {
+            p.bank.take_served(&mut served);
+        }
+        for a in &served {
+            mark_in(peers, pending, a);
+        }
         let mut out = Drained { done: Vec::new(), pd, rndv_sends };
-        // With the shared pool, one walk over the bank tells whether any
-        // peer is owed a credit; if none is, a peer with nothing queued is
-        // skipped without looking its share up (this runs after every
-        // completion and covers every peer, so its cost per peer is what
-        // counts; the walk stops at the first share due).
-        let none_due = rx.as_ref().is_some_and(|p| p.bank.due_keys().next().is_none());
-        for peer in peers.values_mut().filter(|p| p.ready) {
-            if none_due && peer.nothing_queued() {
-                continue;
+        if full {
+            pending.clear();
+            // With the shared pool, one walk over the bank tells whether any
+            // peer is owed a credit; if none is, a peer with nothing queued
+            // is skipped without looking its share up.
+            let none_due = rx.as_ref().is_some_and(|p| p.bank.due_keys().next().is_none());
+            for peer in peers.values_mut() {
+                peer.pending = false;
+                if !peer.ready || (none_due && peer.nothing_queued()) {
+                    continue;
+                }
+                if let Err((conn_id, e)) = Self::drain_with_share(peer, rx, conns, geo, send, quiet, &mut out) {
+                    failed.push((conn_id, e));
+                }
+                if Self::busy(peer, rx) {
+                    peer.pending = true;
+                    pending.push(peer.addr);
+                }
             }
-            if let Err((conn_id, e)) = Self::drain_with_share(peer, rx, conns, geo, send, quiet, &mut out) {
-                failed.push((conn_id, e));
+        } else {
+            let list = std::mem::take(pending);
+            for addr in &list {
+                let Some(peer) = peers.get_mut(addr) else { continue };
+                if !peer.pending {
+                    continue; // listed twice (removed and listed again meanwhile)
+                }
+                peer.pending = false;
+                // Not connected yet: its connection's events walk every peer.
+                if !peer.ready {
+                    continue;
+                }
+                if let Err((conn_id, e)) = Self::drain_with_share(peer, rx, conns, geo, send, quiet, &mut out) {
+                    failed.push((conn_id, e));
+                }
+                if Self::busy(peer, rx) {
+                    peer.pending = true;
+                    pending.push(*addr);
+                }
             }
         }
         for (d, e) in out.done {
@@ -2198,6 +2269,20 @@ impl Inner {
         }
         for (c, e) in failed {
             self.conn_failed(c, e);
+        }
+    }
+
+    /// The peer has work queued, or a credit due that a drain could not send.
+    fn busy(peer: &Peer, rx: &Option<RecvPool>) -> bool {
+        !peer.nothing_queued() || Self::share_of(peer, rx).is_some_and(|s| s.credit_due())
+    }
+
+    /// The peer's receive-side share: in the shared pool's bank, or in its own.
+    fn share_of<'a>(peer: &'a Peer, rx: &'a Option<RecvPool>) -> Option<&'a Share> {
+        match (rx.as_ref(), peer.rx_bank.as_ref()) {
+            (Some(p), _) => p.bank.share(&peer.addr),
+            (None, Some(b)) => b.share(&peer.addr),
+            (None, None) => None,
         }
     }
 
@@ -2214,15 +2299,8 @@ impl Inner {
     ) -> Result<(), (u32, i32)> {
         // Nothing queued and no credit to return (most calls after a
         // completion): nothing to post.
-        if peer.nothing_queued() {
-            let share = match (rx.as_ref(), peer.rx_bank.as_ref()) {
-                (Some(p), _) => p.bank.share(&peer.addr),
-                (None, Some(b)) => b.share(&peer.addr),
-                (None, None) => None,
-            };
-            if !share.is_some_and(|s| s.credit_due()) {
-                return Ok(());
-            }
+        if !Self::busy(peer, rx) {
+            return Ok(());
         }
         let mut own = peer.rx_bank.take();
         let mut none = Share::default();
@@ -2233,6 +2311,10 @@ impl Inner {
         }
         .unwrap_or(&mut none);
         let r = Self::drain_peer(peer, share, conns, geo, send, quiet, out);
+        if let Some(b) = own.as_mut() {
+            // Its own bank serves only this peer, which is being drained.
+            b.take_served(&mut Vec::new());
+        }
         peer.rx_bank = own;
         r
     }
@@ -2609,6 +2691,7 @@ impl Inner {
         net.next_conn += 1;
         id.set_token(conn_id as u64);
         net.conns.insert(conn_id, Conn { id, peer: peer_addr, active: false, stage: Stage::Connecting, res: None });
+        net.settling = true;
         if net.setup_qp(conn_id).is_err() {
             if let Some(c) = net.conns.remove(&conn_id) {
                 net.bury(vec![(conn_id, c)], 0);
@@ -2700,6 +2783,8 @@ impl Inner {
     fn conn_failed(&mut self, conn_id: u32, err: i32) {
         self.flush_reposts();
         let Some(net) = &mut self.net else { return };
+        // The bank rebalances for the peers left: walk them all next pass.
+        net.dirty = true;
         let Some(conn) = net.conns.get(&conn_id) else { return };
         let addr = conn.peer;
         let is_peer_conn = net.peers.get(&addr).is_some_and(|p| p.conns.contains(&conn_id));
@@ -2879,3 +2964,14 @@ fn post_op(qp: &verbs::Qp, res: &mut QpRes, conn_id: u32, i: u32, op: SendOp, lo
     let fl = send_flags::SIGNALED | if inline { send_flags::INLINE } else { 0 };
     qp.post_send(wr_id(WrKind::Op, conn_id, i), op, local, fl)
 }
+
+/// Lists the peer at `addr` for the next drain (`Net::pending`), once.
+fn mark_in(peers: &mut HintMap<SocketAddr, Peer>, pending: &mut Vec<SocketAddr>, addr: &SocketAddr) {
+    if let Some(p) = peers.get_mut(addr) {
+        if !p.pending {
+            p.pending = true;
+            pending.push(*addr);
+        }
+    }
+}
+

@@ -291,6 +291,9 @@ pub struct Peer {
     pub eager_limit: usize,
     /// Its fi_addr in the endpoint's AV (`Av::reverse_cached`).
     pub src_cache: (u64, u64),
+    /// In the endpoint's list of peers the next partial drain visits
+    /// (`Net::pending`): set with the entry, cleared when it is taken.
+    pub pending: bool,
 }
 
 impl Peer {
@@ -315,6 +318,7 @@ impl Peer {
             incarnation: 0,
             eager_limit: usize::MAX,
             src_cache: (0, 0),
+            pending: false,
         }
     }
 

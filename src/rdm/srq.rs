@@ -125,6 +125,9 @@ pub struct Bank<K: Copy + Eq + Hash> {
     reserve: u32,
     shares: HintMap<K, Share>,
     needy: VecDeque<K>,
+    /// Peers `serve_needy` gave credits to since `take_served`: their
+    /// credits may be due without a message of theirs having arrived.
+    served: Vec<K>,
     /// Recalls sent (statistics, tests).
     pub recalls: u64,
 }
@@ -142,6 +145,7 @@ impl<K: Copy + Eq + Hash> Bank<K> {
             reserve,
             shares: HintMap::default(),
             needy: VecDeque::new(),
+            served: Vec::new(),
             recalls: 0,
         }
     }
@@ -398,6 +402,11 @@ impl<K: Copy + Eq + Hash> Bank<K> {
         self.serve_needy();
     }
 
+    /// Moves the peers `serve_needy` gave credits to (since the last call) to `out`.
+    pub fn take_served(&mut self, out: &mut Vec<K>) {
+        out.append(&mut self.served);
+    }
+
     /// Gives free buffers to the peers waiting below their quota, in order.
     fn serve_needy(&mut self) {
         let q = self.quota();
@@ -411,6 +420,9 @@ impl<K: Copy + Eq + Hash> Bank<K> {
             let g = want.min(self.free);
             s.owed += g;
             self.free -= g;
+            if g > 0 {
+                self.served.push(k);
+            }
             if s.promised() >= q {
                 s.needy = false;
                 self.needy.pop_front();
@@ -514,6 +526,35 @@ mod tests {
                 assert!(!clean || b.balanced(), "round {round} step {step}");
             }
         }
+    }
+
+    #[test]
+    fn peers_served_from_the_queue_are_reported() {
+        // 16 peers on a pool of 64: the last ones admitted wait below their
+        // quota. Buffers that come free (a peer leaves, a release) go to
+        // them; each must be reported by `take_served` (the endpoint drains
+        // only the peers it is told about), and nobody else.
+        let mut b: Bank<u32> = Bank::shared(64, 32);
+        for k in 0..16 {
+            b.admit(k);
+        }
+        let owed = |b: &Bank<u32>| -> Vec<(u32, u32)> { (0..16u32).filter_map(|k| b.shares.get(&k).map(|s| (k, s.owed))).collect() };
+        let mut seen = Vec::new();
+        b.take_served(&mut seen);
+        let before = owed(&b);
+        // Its buffers come free once its connection can no longer use them.
+        let p = b.retire(&0);
+        b.release_limbo(p);
+        let mut served = Vec::new();
+        b.take_served(&mut served);
+        let grew: Vec<u32> = owed(&b).iter().filter(|(k, o)| before.iter().any(|(k2, o2)| k2 == k && o > o2)).map(|(k, _)| *k).collect();
+        assert!(!grew.is_empty(), "the freed buffers went to waiting peers");
+        served.sort_unstable();
+        served.dedup();
+        assert_eq!(served, grew, "exactly the peers served");
+        let mut again = Vec::new();
+        b.take_served(&mut again);
+        assert!(again.is_empty(), "taken once");
     }
 
     #[test]
