@@ -1893,18 +1893,8 @@ impl Inner {
         for (idx, from, release) in repost.drain(..) {
             // Its credit may be due now.
             mark_in(peers, pending, &from);
-            let arrival = match pool.post(idx, wr_id(WrKind::Recv, 0, idx)) {
-                Ok(()) => pool.bank.recycled(&from, release),
-                Err(e) => {
-                    // The SRQ holds every pool buffer, so this cannot be "full"; the
-                    // buffer is lost to the pool (and stays busy in the bank).
-                    tracing::warn!("rdm: reposting a shared receive buffer failed: {}", ioerr(e));
-                    pool.bank.arrived(&from, release)
-                }
-            };
-            if arrival == Arrival::Overrun {
-                tracing::warn!("rdm: {from} sent a message without a credit (protocol violation)");
-            }
+            let arrival = if post_pool(pool, idx) { pool.bank.recycled(&from, release) } else { pool.bank.arrived(&from, release) };
+            check_arrival(&from, arrival);
         }
         true
     }
@@ -1913,10 +1903,7 @@ impl Inner {
     fn repost_pool(&mut self, idx: u32, from: Option<SocketAddr>) {
         let Some(net) = &mut self.net else { return };
         let Some(pool) = &mut net.rx else { return };
-        if let Err(e) = pool.post(idx, wr_id(WrKind::Recv, 0, idx)) {
-            // The SRQ holds every pool buffer, so this cannot be "full"; the
-            // buffer is lost to the pool (and stays busy in the bank).
-            tracing::warn!("rdm: reposting a shared receive buffer failed: {}", ioerr(e));
+        if !post_pool(pool, idx) {
             return;
         }
         pool.bank.reposted(from.as_ref());
@@ -2035,9 +2022,7 @@ impl Inner {
             None => Arrival::Ok,
         };
         net.mark(&addr);
-        if arrival == Arrival::Overrun {
-            tracing::warn!("rdm: {addr} sent a message without a credit (protocol violation)");
-        }
+        check_arrival(&addr, arrival);
         if post_failed {
             self.conn_failed(conn_id, FI_EIO);
         }
@@ -2975,3 +2960,22 @@ fn mark_in(peers: &mut HintMap<SocketAddr, Peer>, pending: &mut Vec<SocketAddr>,
     }
 }
 
+/// Posts shared-pool buffer `idx` again. False if that failed (logged): the
+/// SRQ holds every pool buffer, so it cannot be "full"; the buffer is lost
+/// to the pool (and stays busy in the bank).
+fn post_pool(pool: &mut RecvPool, idx: u32) -> bool {
+    match pool.post(idx, wr_id(WrKind::Recv, 0, idx)) {
+        Ok(()) => true,
+        Err(e) => {
+            tracing::warn!("rdm: reposting a shared receive buffer failed: {}", ioerr(e));
+            false
+        }
+    }
+}
+
+/// Logs a message that came without a credit (`Arrival::Overrun`).
+fn check_arrival(from: &SocketAddr, a: Arrival) {
+    if a == Arrival::Overrun {
+        tracing::warn!("rdm: {from} sent a message without a credit (protocol violation)");
+    }
+}
