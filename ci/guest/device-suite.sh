@@ -277,7 +277,10 @@ REL_LSAN_TESTS=(msg_connect msg_sendrecv msg_rma msg_shutdown cntr_msg rdm_sendr
   rdm_rma rdm_source rdm_multi rdm_simul rdm_inject_burst rdm_idle_peers rdm_waitloop rdm_auto rdm_eager_mismatch
   # peers killed, restarted or disconnected behind our back, many peers,
   # full queues: what failing connections and graves free
-  rdm_peerkill rdm_restart rdm_inject_fail msg_peerkill rdm_manypeers fault_queues)
+  rdm_peerkill rdm_restart rdm_inject_fail msg_peerkill rdm_manypeers fault_queues
+  # threads posting and polling one endpoint (BINARY:ARG runs BINARY ARG,
+  # as test BINARY_ARG; a shorter soak than the suite's own entries)
+  soak_threads:msg soak_threads:rdm)
 # Prebuilt: $CTEST_BIN/asan (CFLAGS="-std=gnu11 -O1 -g -fsanitize=address
 # -fno-omit-frame-pointer" tests/c/build.sh $CTEST_BIN/asan), else built here
 # (slow under TCG).
@@ -285,7 +288,7 @@ if selected leaks; then
   abin="$LAB_OUT/asan-bin"; mkdir -p "$abin"
   [ -n "${CTEST_BIN:-}" ] && [ -x "$CTEST_BIN/asan/rdm_hostile" ] && abin="$CTEST_BIN/asan"
   rc=0
-  for t in "${REL_LSAN_TESTS[@]}"; do
+  for t in $(printf '%s\n' "${REL_LSAN_TESTS[@]%%:*}" | sort -u); do
     [ -x "$abin/$t" ] && [ "$abin" != "$LAB_OUT/asan-bin" ] && continue
     libs=$(sed -n '1,20s/^ \* LIBS: *\(-l[^ ]*\( -l[^ ]*\)*\).*/\1/p' "tests/c/$t.c" | head -n 1)
     # shellcheck disable=SC2086
@@ -293,12 +296,14 @@ if selected leaks; then
       -o "$abin/$t" -lfabric $libs -lpthread >>"$LAB_OUT/leaks-build.log" 2>&1 || rc=1
   done
   record leaks_build "$rc"
-  for t in "${REL_LSAN_TESTS[@]}"; do
+  for entry in "${REL_LSAN_TESTS[@]}"; do
+    b=${entry%%:*} arg=() t=$entry
+    [ "$entry" != "$b" ] && arg=("${entry#*:}") && t="${b}_${entry#*:}"
     log="$LAB_OUT/leaks_$t.log"
     lab_log "leaks: $t under LeakSanitizer"
-    ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:fast_unwind_on_malloc=0 \
+    TEST_SOAK_SECS=${TEST_SOAK_SECS:-10} ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:fast_unwind_on_malloc=0 \
       LSAN_OPTIONS="suppressions=$PWD/tests/c/lsan.supp:print_suppressions=1:report_objects=0" \
-      with_timeout "$CTEST_TIMEOUT" "$abin/$t" >"$log" 2>&1
+      with_timeout "$CTEST_TIMEOUT" "$abin/$b" "${arg[@]}" >"$log" 2>&1
     rc=$?
     last="$(grep -E '^(PASS|FAIL) ' "$log" | tail -n 1)"
     [ "$rc" = 0 ] && [ "$last" != "PASS $t" ] && rc=1
