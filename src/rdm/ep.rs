@@ -240,10 +240,8 @@ struct Net {
     next_read: u64,
     /// When the rdma-cm channel was last read (`coarse_ms`).
     cm_checked: u64,
-    /// Something may have made a peer's queued work postable since the last
-    /// `drain_all`: an operation was posted, a completion or a connection
-    /// event arrived, the coarse clock ticked. An idle poll (none of these)
-    /// skips the walk over every peer.
+    /// An operation asked for a progress pass, or a connection failed: the
+    /// next pass walks every peer (`drain_all(true)`), not only `pending`.
     dirty: bool,
     /// A connection is being set up: set when one is created, recomputed
     /// after every pass that drains while it is set (never walked otherwise).
@@ -2179,11 +2177,12 @@ impl Inner {
         let Net { peers, conns, geo, send, rx, pd, rndv_sends, .. } = net;
         let mut out = Drained { done: Vec::new(), pd, rndv_sends };
         let Some(peer) = peers.get_mut(addr).filter(|p| p.ready) else { return };
-        let r = Self::drain_with_share(peer, rx, conns, geo, send, quiet, &mut out);
-        if Self::busy(peer, rx) && !peer.pending {
-            peer.pending = true;
-            net.pending.push(*addr);
-        }
+        let r = if peer.pending {
+            // Listed already: the next drain visits it again.
+            Self::drain_with_share(peer, rx, conns, geo, send, quiet, &mut out).map(|_| ())
+        } else {
+            Self::drain_listing(peer, rx, conns, geo, send, quiet, &mut out, &mut net.pending)
+        };
         for (d, e) in out.done {
             self.tx_done(d, e);
         }
@@ -2220,12 +2219,8 @@ impl Inner {
                 if !peer.ready || (none_due && peer.nothing_queued()) {
                     continue;
                 }
-                if let Err((conn_id, e)) = Self::drain_with_share(peer, rx, conns, geo, send, quiet, &mut out) {
-                    failed.push((conn_id, e));
-                }
-                if Self::busy(peer, rx) {
-                    peer.pending = true;
-                    pending.push(peer.addr);
+                if let Err(f) = Self::drain_listing(peer, rx, conns, geo, send, quiet, &mut out, pending) {
+                    failed.push(f);
                 }
             }
         } else {
@@ -2240,12 +2235,8 @@ impl Inner {
                 if !peer.ready {
                     continue;
                 }
-                if let Err((conn_id, e)) = Self::drain_with_share(peer, rx, conns, geo, send, quiet, &mut out) {
-                    failed.push((conn_id, e));
-                }
-                if Self::busy(peer, rx) {
-                    peer.pending = true;
-                    pending.push(*addr);
+                if let Err(f) = Self::drain_listing(peer, rx, conns, geo, send, quiet, &mut out, pending) {
+                    failed.push(f);
                 }
             }
         }
@@ -2255,6 +2246,27 @@ impl Inner {
         for (c, e) in failed {
             self.conn_failed(c, e);
         }
+    }
+
+    /// `drain_with_share` for a peer not listed in `pending`; lists it if it
+    /// is left with work (or a credit due).
+    #[allow(clippy::too_many_arguments)]
+    fn drain_listing(
+        peer: &mut Peer,
+        rx: &mut Option<RecvPool>,
+        conns: &mut HintMap<u32, Conn>,
+        geo: &Geo,
+        send: &mut SendPool,
+        quiet: bool,
+        out: &mut Drained<'_>,
+        pending: &mut Vec<SocketAddr>,
+    ) -> Result<(), (u32, i32)> {
+        let busy = Self::drain_with_share(peer, rx, conns, geo, send, quiet, out)?;
+        if busy {
+            peer.pending = true;
+            pending.push(peer.addr);
+        }
+        Ok(())
     }
 
     /// The peer has work queued, or a credit due that a drain could not send.
@@ -2272,7 +2284,8 @@ impl Inner {
     }
 
     /// `drain_peer` with the peer's receive-side share: in the shared pool's
-    /// bank, or in its own.
+    /// bank, or in its own. Ok(true): the peer is left with work (or a
+    /// credit due) it could not post.
     fn drain_with_share(
         peer: &mut Peer,
         rx: &mut Option<RecvPool>,
@@ -2281,11 +2294,11 @@ impl Inner {
         send: &mut SendPool,
         quiet: bool,
         out: &mut Drained<'_>,
-    ) -> Result<(), (u32, i32)> {
+    ) -> Result<bool, (u32, i32)> {
         // Nothing queued and no credit to return (most calls after a
         // completion): nothing to post.
         if !Self::busy(peer, rx) {
-            return Ok(());
+            return Ok(false);
         }
         let mut own = peer.rx_bank.take();
         let mut none = Share::default();
@@ -2301,7 +2314,8 @@ impl Inner {
             b.take_served(&mut Vec::new());
         }
         peer.rx_bank = own;
-        r
+        r?;
+        Ok(Self::busy(peer, rx))
     }
 
     /// Posts one peer's queued work. `Err((conn, err))`: the connection broke.
