@@ -256,6 +256,9 @@ struct Net {
     /// coarse clock; otherwise a pass costs the peers listed here, not every
     /// peer of the endpoint.
     pending: Vec<SocketAddr>,
+    /// `pending`'s twin: the list a partial drain walks while it lists
+    /// peers again (the two swap, so neither allocates once grown).
+    pending_walk: Vec<SocketAddr>,
     /// Shared-pool buffers whose message is consumed, to post again and
     /// count in the bank (with the peer whose message each held, and the
     /// credits the message released) at the start of the next progress pass,
@@ -704,6 +707,7 @@ impl RdmEp {
             dirty: true,
             settling: false,
             pending: Vec::new(),
+            pending_walk: Vec::new(),
             repost: Vec::with_capacity(REPOST_BATCH),
             starved_since: None,
             pool_wait_since: None,
@@ -2198,7 +2202,7 @@ impl Inner {
         let quiet = self.cntrs.send.is_none();
         let Some(net) = &mut self.net else { return };
         let mut failed = Vec::new();
-        let Net { peers, conns, geo, send, rx, pd, rndv_sends, pending, .. } = net;
+        let Net { peers, conns, geo, send, rx, pd, rndv_sends, pending, pending_walk, .. } = net;
         // Peers the shared pool's bank gave credits to meanwhile.
         let mut served = Vec::new();
         if let Some(p) = rx.as_mut() {
@@ -2224,8 +2228,8 @@ impl Inner {
                 }
             }
         } else {
-            let list = std::mem::take(pending);
-            for addr in &list {
+            std::mem::swap(pending, pending_walk);
+            for addr in pending_walk.iter() {
                 let Some(peer) = peers.get_mut(addr) else { continue };
                 if !peer.pending {
                     continue; // listed twice (removed and listed again meanwhile)
@@ -2239,6 +2243,7 @@ impl Inner {
                     failed.push(f);
                 }
             }
+            pending_walk.clear();
         }
         for (d, e) in out.done {
             self.tx_done(d, e);
@@ -2977,6 +2982,7 @@ fn mark_in(peers: &mut HintMap<SocketAddr, Peer>, pending: &mut Vec<SocketAddr>,
 /// Posts shared-pool buffer `idx` again. False if that failed (logged): the
 /// SRQ holds every pool buffer, so it cannot be "full"; the buffer is lost
 /// to the pool (and stays busy in the bank).
+#[inline]
 fn post_pool(pool: &mut RecvPool, idx: u32) -> bool {
     match pool.post(idx, wr_id(WrKind::Recv, 0, idx)) {
         Ok(()) => true,
