@@ -1893,10 +1893,13 @@ impl Inner {
         let Net { rx, repost, peers, pending, .. } = net;
         let Some(pool) = rx else { return false };
         for (idx, from, release) in repost.drain(..) {
-            // Its credit may be due now.
-            mark_in(peers, pending, &from);
             let arrival = if post_pool(pool, idx) { pool.bank.recycled(&from, release) } else { pool.bank.arrived(&from, release) };
             check_arrival(&from, arrival);
+            // A credit due now is sent by the pass's drain (a peer with
+            // work queued is listed already).
+            if pool.bank.share(&from).is_some_and(|s| s.credit_due()) {
+                mark_in(peers, pending, &from);
+            }
         }
         true
     }
