@@ -25,24 +25,35 @@ use parking_lot::Mutex;
 use super::abi::*;
 use super::consts::*;
 use super::util::*;
+use super::version::{domain_attr_size, fi_domain_attr_ext, API_VERSION_MAX, API_VERSION_MIN};
 use crate::error::{FiError, FiResult};
 
 // ---- symbol versions --------------------------------------------------------
 
 std::arch::global_asm!(
-    ".globl rsverbs_sv_getinfo_1_3", ".set rsverbs_sv_getinfo_1_3, {getinfo}", ".symver rsverbs_sv_getinfo_1_3, fi_getinfo@@FABRIC_1.3",
+    ".globl rsverbs_sv_getinfo_1_9", ".set rsverbs_sv_getinfo_1_9, {getinfo}", ".symver rsverbs_sv_getinfo_1_9, fi_getinfo@@FABRIC_1.9",
+    ".globl rsverbs_sv_getinfo_1_8", ".set rsverbs_sv_getinfo_1_8, {getinfo_1_8}", ".symver rsverbs_sv_getinfo_1_8, fi_getinfo@FABRIC_1.8",
+    ".globl rsverbs_sv_getinfo_1_7", ".set rsverbs_sv_getinfo_1_7, {getinfo_1_7}", ".symver rsverbs_sv_getinfo_1_7, fi_getinfo@FABRIC_1.7",
+    ".globl rsverbs_sv_getinfo_1_3", ".set rsverbs_sv_getinfo_1_3, {getinfo_1_3}", ".symver rsverbs_sv_getinfo_1_3, fi_getinfo@FABRIC_1.3",
     ".globl rsverbs_sv_getinfo_1_2", ".set rsverbs_sv_getinfo_1_2, {getinfo_1_2}", ".symver rsverbs_sv_getinfo_1_2, fi_getinfo@FABRIC_1.2",
     ".globl rsverbs_sv_getinfo_1_1", ".set rsverbs_sv_getinfo_1_1, {getinfo_1_1}", ".symver rsverbs_sv_getinfo_1_1, fi_getinfo@FABRIC_1.1",
     ".globl rsverbs_sv_getinfo_1_0", ".set rsverbs_sv_getinfo_1_0, {getinfo_1_0}", ".symver rsverbs_sv_getinfo_1_0, fi_getinfo@FABRIC_1.0",
-    ".globl rsverbs_sv_freeinfo_1_3", ".set rsverbs_sv_freeinfo_1_3, {freeinfo}", ".symver rsverbs_sv_freeinfo_1_3, fi_freeinfo@@FABRIC_1.3",
+    ".globl rsverbs_sv_freeinfo_1_9", ".set rsverbs_sv_freeinfo_1_9, {freeinfo}", ".symver rsverbs_sv_freeinfo_1_9, fi_freeinfo@@FABRIC_1.9",
+    ".globl rsverbs_sv_freeinfo_1_8", ".set rsverbs_sv_freeinfo_1_8, {freeinfo}", ".symver rsverbs_sv_freeinfo_1_8, fi_freeinfo@FABRIC_1.8",
+    ".globl rsverbs_sv_freeinfo_1_7", ".set rsverbs_sv_freeinfo_1_7, {freeinfo}", ".symver rsverbs_sv_freeinfo_1_7, fi_freeinfo@FABRIC_1.7",
+    ".globl rsverbs_sv_freeinfo_1_3", ".set rsverbs_sv_freeinfo_1_3, {freeinfo}", ".symver rsverbs_sv_freeinfo_1_3, fi_freeinfo@FABRIC_1.3",
     ".globl rsverbs_sv_freeinfo_1_2", ".set rsverbs_sv_freeinfo_1_2, {freeinfo}", ".symver rsverbs_sv_freeinfo_1_2, fi_freeinfo@FABRIC_1.2",
     ".globl rsverbs_sv_freeinfo_1_1", ".set rsverbs_sv_freeinfo_1_1, {freeinfo}", ".symver rsverbs_sv_freeinfo_1_1, fi_freeinfo@FABRIC_1.1",
     ".globl rsverbs_sv_freeinfo_1_0", ".set rsverbs_sv_freeinfo_1_0, {freeinfo}", ".symver rsverbs_sv_freeinfo_1_0, fi_freeinfo@FABRIC_1.0",
-    ".globl rsverbs_sv_dupinfo_1_3", ".set rsverbs_sv_dupinfo_1_3, {dupinfo}", ".symver rsverbs_sv_dupinfo_1_3, fi_dupinfo@@FABRIC_1.3",
+    ".globl rsverbs_sv_dupinfo_1_9", ".set rsverbs_sv_dupinfo_1_9, {dupinfo}", ".symver rsverbs_sv_dupinfo_1_9, fi_dupinfo@@FABRIC_1.9",
+    ".globl rsverbs_sv_dupinfo_1_8", ".set rsverbs_sv_dupinfo_1_8, {dupinfo_1_8}", ".symver rsverbs_sv_dupinfo_1_8, fi_dupinfo@FABRIC_1.8",
+    ".globl rsverbs_sv_dupinfo_1_7", ".set rsverbs_sv_dupinfo_1_7, {dupinfo_1_7}", ".symver rsverbs_sv_dupinfo_1_7, fi_dupinfo@FABRIC_1.7",
+    ".globl rsverbs_sv_dupinfo_1_3", ".set rsverbs_sv_dupinfo_1_3, {dupinfo_1_3}", ".symver rsverbs_sv_dupinfo_1_3, fi_dupinfo@FABRIC_1.3",
     ".globl rsverbs_sv_dupinfo_1_2", ".set rsverbs_sv_dupinfo_1_2, {dupinfo_1_2}", ".symver rsverbs_sv_dupinfo_1_2, fi_dupinfo@FABRIC_1.2",
     ".globl rsverbs_sv_dupinfo_1_1", ".set rsverbs_sv_dupinfo_1_1, {dupinfo_1_1}", ".symver rsverbs_sv_dupinfo_1_1, fi_dupinfo@FABRIC_1.1",
     ".globl rsverbs_sv_dupinfo_1_0", ".set rsverbs_sv_dupinfo_1_0, {dupinfo_1_0}", ".symver rsverbs_sv_dupinfo_1_0, fi_dupinfo@FABRIC_1.0",
     ".globl rsverbs_sv_fabric_1_1", ".set rsverbs_sv_fabric_1_1, {fabric}", ".symver rsverbs_sv_fabric_1_1, fi_fabric@@FABRIC_1.1",
+    ".globl rsverbs_sv_fabric2_1_8", ".set rsverbs_sv_fabric2_1_8, {fabric2}", ".symver rsverbs_sv_fabric2_1_8, fi_fabric2@@FABRIC_1.8",
     ".globl rsverbs_sv_fabric_1_0", ".set rsverbs_sv_fabric_1_0, {fabric_1_0}", ".symver rsverbs_sv_fabric_1_0, fi_fabric@FABRIC_1.0",
     ".globl rsverbs_sv_version", ".set rsverbs_sv_version, {version}", ".symver rsverbs_sv_version, fi_version@@FABRIC_1.0",
     ".globl rsverbs_sv_strerror", ".set rsverbs_sv_strerror, {strerror}", ".symver rsverbs_sv_strerror, fi_strerror@@FABRIC_1.0",
@@ -55,15 +66,22 @@ std::arch::global_asm!(
     ".globl rsverbs_sv_log_ready", ".set rsverbs_sv_log_ready, {log_ready}", ".symver rsverbs_sv_log_ready, fi_log_ready@@FABRIC_1.6",
     ".globl rsverbs_sv_open", ".set rsverbs_sv_open, {open}", ".symver rsverbs_sv_open, fi_open@@FABRIC_1.5",
     getinfo = sym core_getinfo,
+    getinfo_1_8 = sym core_getinfo_1_8,
+    getinfo_1_7 = sym core_getinfo_1_7,
+    getinfo_1_3 = sym core_getinfo_1_3,
     getinfo_1_2 = sym core_getinfo_1_2,
     getinfo_1_1 = sym core_getinfo_1_1,
     getinfo_1_0 = sym core_getinfo_1_0,
     freeinfo = sym core_freeinfo,
     dupinfo = sym core_dupinfo,
+    dupinfo_1_8 = sym core_dupinfo_1_8,
+    dupinfo_1_7 = sym core_dupinfo_1_7,
+    dupinfo_1_3 = sym core_dupinfo_1_3,
     dupinfo_1_2 = sym core_dupinfo_1_2,
     dupinfo_1_1 = sym core_dupinfo_1_1,
     dupinfo_1_0 = sym core_dupinfo_1_0,
     fabric = sym core_fabric,
+    fabric2 = sym core_fabric2,
     fabric_1_0 = sym core_fabric_1_0,
     version = sym core_version,
     strerror = sym core_strerror,
@@ -130,7 +148,7 @@ fn allocinfo() -> *mut fi_info {
         (*p).tx_attr = c_calloc();
         (*p).rx_attr = c_calloc();
         (*p).ep_attr = c_calloc();
-        (*p).domain_attr = c_calloc();
+        (*p).domain_attr = c_calloc::<fi_domain_attr_ext>() as *mut fi_domain_attr;
         (*p).fabric_attr = c_calloc();
         let i = &*p;
         if i.tx_attr.is_null() || i.rx_attr.is_null() || i.ep_attr.is_null() || i.domain_attr.is_null() || i.fabric_attr.is_null() {
@@ -240,12 +258,16 @@ unsafe fn dupinfo_deep(src: *const fi_info) -> *mut fi_info {
                 e.auth_key = dup_bytes(o.auth_key as *const c_void, o.auth_key_size)? as *mut u8;
                 Ok(())
             })?;
-            dup_attr(&mut dd.domain_attr, s.domain_attr, |x, o| {
-                (x.name, x.auth_key) = (std::ptr::null_mut(), std::ptr::null_mut());
-                x.name = dup_str(o.name)?;
-                x.auth_key = dup_bytes(o.auth_key as *const c_void, o.auth_key_size)? as *mut u8;
+            // Today's layout is libfabric 2.5's (fi_domain_attr_ext).
+            let mut dom: *mut fi_domain_attr_ext = std::ptr::null_mut();
+            let r = dup_attr(&mut dom, s.domain_attr as *const fi_domain_attr_ext, |x, o| {
+                (x.base.name, x.base.auth_key) = (std::ptr::null_mut(), std::ptr::null_mut());
+                x.base.name = dup_str(o.base.name)?;
+                x.base.auth_key = dup_bytes(o.base.auth_key as *const c_void, o.base.auth_key_size)? as *mut u8;
                 Ok(())
-            })?;
+            });
+            dd.domain_attr = dom as *mut fi_domain_attr;
+            r?;
             dup_attr(&mut dd.fabric_attr, s.fabric_attr, |x, o| {
                 (x.name, x.prov_name) = (std::ptr::null_mut(), std::ptr::null_mut());
                 x.name = dup_str(o.name)?;
@@ -323,6 +345,18 @@ const ABI_1_1: OldAbi = OldAbi {
     fabric: size_of::<fi_fabric_attr>(),
 };
 const ABI_1_2: OldAbi = OldAbi { info: size_of::<fi_info>(), ..ABI_1_1 };
+/// FABRIC_1.3: libfabric 1.5 to 1.19 (Debian 12's 1.17): `fi_domain_attr` ends at `tclass`.
+const ABI_1_3: OldAbi = OldAbi {
+    info: size_of::<fi_info>(),
+    tx: size_of::<fi_tx_attr>(),
+    ep: size_of::<fi_ep_attr>(),
+    domain: domain_attr_size(FI_VERSION(1, 17)),
+    fabric: size_of::<fi_fabric_attr>(),
+};
+/// FABRIC_1.7: libfabric 1.20 to 1.22 (`max_ep_auth_key`).
+const ABI_1_7: OldAbi = OldAbi { domain: domain_attr_size(FI_VERSION(1, 20)), ..ABI_1_3 };
+/// FABRIC_1.8: libfabric 2.0 to 2.4 (`max_group_id`). Today's, FABRIC_1.9, is 2.5's.
+const ABI_1_8: OldAbi = OldAbi { domain: domain_attr_size(FI_VERSION(2, 0)), ..ABI_1_3 };
 
 /// A current-layout shell around an old-layout info: the structs are copied
 /// (new fields zeroed), strings and addresses are borrowed. Free with `free_shell`.
@@ -342,7 +376,7 @@ unsafe fn upgrade_shell(old: *const c_void, abi: OldAbi) -> Option<*mut fi_info>
             i.tx_attr = dup_prefix(i.tx_attr, abi.tx)?;
             i.rx_attr = dup_prefix(i.rx_attr, size_of::<fi_rx_attr>())?;
             i.ep_attr = dup_prefix(i.ep_attr, abi.ep)?;
-            i.domain_attr = dup_prefix(i.domain_attr, abi.domain)?;
+            i.domain_attr = dup_prefix(i.domain_attr as *const fi_domain_attr_ext, abi.domain)? as *mut fi_domain_attr;
             i.fabric_attr = dup_prefix(i.fabric_attr, abi.fabric)?;
             Ok(())
         })();
@@ -400,8 +434,15 @@ pub unsafe fn getinfo_direct(
     let info = nonnull(info, "fi_getinfo: info")?;
     // SAFETY: checked non-NULL.
     unsafe { *info = std::ptr::null_mut() };
-    if FI_MAJOR(version) != FI_MAJOR_VERSION || FI_MINOR(version) > FI_MINOR_VERSION {
-        return crate::fail!(FiError::NOSYS, "fi_getinfo: API version {}.{} is not supported (1.0 to 1.{FI_MINOR_VERSION})", FI_MAJOR(version), FI_MINOR(version));
+    if version < API_VERSION_MIN || version > API_VERSION_MAX {
+        return crate::fail!(
+            FiError::NOSYS,
+            "fi_getinfo: API version {}.{} is not supported (1.0 to {}.{})",
+            FI_MAJOR(version),
+            FI_MINOR(version),
+            FI_MAJOR(API_VERSION_MAX),
+            FI_MINOR(API_VERSION_MAX)
+        );
     }
     let ours = super::prov::prov_name();
     if !provider_filter_allows(std::env::var("FI_PROVIDER").ok().as_deref(), ours) {
@@ -529,6 +570,18 @@ unsafe fn getinfo_old(
     })
 }
 
+unsafe extern "C" fn core_getinfo_1_8(v: u32, n: *const c_char, s: *const c_char, f: u64, h: *const c_void, i: *mut *mut fi_info) -> c_int {
+    // SAFETY: ABI 1.8 arguments.
+    unsafe { getinfo_old(ABI_1_8, v, n, s, f, h, i) }
+}
+unsafe extern "C" fn core_getinfo_1_7(v: u32, n: *const c_char, s: *const c_char, f: u64, h: *const c_void, i: *mut *mut fi_info) -> c_int {
+    // SAFETY: ABI 1.7 arguments.
+    unsafe { getinfo_old(ABI_1_7, v, n, s, f, h, i) }
+}
+unsafe extern "C" fn core_getinfo_1_3(v: u32, n: *const c_char, s: *const c_char, f: u64, h: *const c_void, i: *mut *mut fi_info) -> c_int {
+    // SAFETY: ABI 1.3 arguments.
+    unsafe { getinfo_old(ABI_1_3, v, n, s, f, h, i) }
+}
 unsafe extern "C" fn core_getinfo_1_2(v: u32, n: *const c_char, s: *const c_char, f: u64, h: *const c_void, i: *mut *mut fi_info) -> c_int {
     // SAFETY: ABI 1.2 arguments.
     unsafe { getinfo_old(ABI_1_2, v, n, s, f, h, i) }
@@ -591,6 +644,18 @@ unsafe fn dupinfo_old(abi: OldAbi, info: *const c_void) -> *mut fi_info {
     .unwrap_or(std::ptr::null_mut())
 }
 
+unsafe extern "C" fn core_dupinfo_1_8(info: *const c_void) -> *mut fi_info {
+    // SAFETY: ABI 1.8 info.
+    unsafe { dupinfo_old(ABI_1_8, info) }
+}
+unsafe extern "C" fn core_dupinfo_1_7(info: *const c_void) -> *mut fi_info {
+    // SAFETY: ABI 1.7 info.
+    unsafe { dupinfo_old(ABI_1_7, info) }
+}
+unsafe extern "C" fn core_dupinfo_1_3(info: *const c_void) -> *mut fi_info {
+    // SAFETY: ABI 1.3 info.
+    unsafe { dupinfo_old(ABI_1_3, info) }
+}
 unsafe extern "C" fn core_dupinfo_1_2(info: *const c_void) -> *mut fi_info {
     // SAFETY: ABI 1.2 info.
     unsafe { dupinfo_old(ABI_1_2, info) }
@@ -629,6 +694,23 @@ unsafe extern "C" fn core_fabric(attr: *mut fi_fabric_attr, fabric: *mut *mut fi
     guard("fi_fabric", || unsafe { fabric_direct(attr, fabric, context) })
 }
 
+/// `fi_fabric2` (libfabric 2.0, FABRIC_1.8): the fabric of `info->fabric_attr`.
+unsafe extern "C" fn core_fabric2(info: *mut fi_info, fabric: *mut *mut fid_fabric, flags: u64, context: *mut c_void) -> c_int {
+    guard("fi_fabric2", || {
+        let info = nonnull(info, "fi_fabric2: info")?;
+        if flags != 0 {
+            return crate::fail!(FiError::BADFLAGS, "fi_fabric2: unknown flags {flags:#x}");
+        }
+        // SAFETY: info is a valid fi_info per fi_fabric(3).
+        let attr = unsafe { (*info).fabric_attr };
+        if attr.is_null() {
+            return crate::fail!(FiError::INVAL, "fi_fabric2: info->fabric_attr is NULL");
+        }
+        // SAFETY: the application's fabric attributes.
+        unsafe { fabric_direct(attr, fabric, context) }
+    })
+}
+
 /// ABI 1.0 `fi_fabric`: the attr has no `api_version` (libfabric then assumes 1.0).
 unsafe extern "C" fn core_fabric_1_0(attr: *mut c_void, fabric: *mut *mut fid_fabric, context: *mut c_void) -> c_int {
     guard("fi_fabric", || {
@@ -652,8 +734,14 @@ unsafe extern "C" fn core_fabric_1_0(attr: *mut c_void, fabric: *mut *mut fid_fa
 
 // ---- small functions ---------------------------------------------------------------
 
+/// The drop-in's `fi_version()`: the newest API version rsverbs speaks.
 extern "C" fn core_version() -> u32 {
-    FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION)
+    API_VERSION_MAX
+}
+
+/// The drop-in `fi_version` (so the provider entry can tell itself from a loading core).
+pub fn fi_version_fn() -> extern "C" fn() -> u32 {
+    core_version
 }
 
 /// libfabric's messages for its own codes (FI_ERRNO_OFFSET..), index = code - 256.

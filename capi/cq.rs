@@ -189,6 +189,22 @@ unsafe extern "C" fn cq_sreadfrom(
     guard_size("fi_cq_sreadfrom", || unsafe { read_common(cq, buf, count, src, Some(timeout)) })
 }
 
+/// The fields of `fi_cq_err_entry` that every API version's layout has, up
+/// to `prov_errno` (`fi_cq_err_entry_1_0` ends with `err_data` after them).
+#[repr(C)]
+struct CqErrHead {
+    op_context: *mut c_void,
+    flags: u64,
+    len: usize,
+    buf: *mut c_void,
+    data: u64,
+    tag: u64,
+    olen: usize,
+    err: c_int,
+    prov_errno: c_int,
+}
+const _: () = assert!(std::mem::size_of::<CqErrHead>() == std::mem::offset_of!(fi_cq_err_entry, err_data));
+
 unsafe extern "C" fn cq_readerr(cq: *mut fid_cq, buf: *mut fi_cq_err_entry, flags: u64) -> isize {
     guard_size("fi_cq_readerr", || {
         // SAFETY: cq is a fid per the API.
@@ -198,20 +214,36 @@ unsafe extern "C" fn cq_readerr(cq: *mut fid_cq, buf: *mut fi_cq_err_entry, flag
             return crate::fail!(FiError::BADFLAGS, "fi_cq_readerr: unsupported flags {flags:#x}");
         }
         let (e, data_ptr) = o.inner.read_err()?;
-        // SAFETY: buf is a caller-owned fi_cq_err_entry (1.17 layout).
-        let b = unsafe { &mut *buf };
-        // API >= 1.5: a caller buffer in err_data/err_data_size receives a copy.
-        // Older callers leave those fields uninitialised, so they are not read then.
+        // The caller's struct has the layout of its API version (ofi_cq_err_memcpy):
+        // before 1.5 it ends at err_data (no err_data_size); from 1.20 on it
+        // has src_addr after err_data_size. Only those bytes are touched.
         let api = o.inner.domain.fabric.api_version;
-        if api >= FI_VERSION(1, 5) && b.err_data_size > 0 && !b.err_data.is_null() {
-            let n = b.err_data_size.min(e.err_data.len());
-            // SAFETY: the caller says err_data has err_data_size bytes.
-            unsafe { std::ptr::copy_nonoverlapping(e.err_data.as_ptr(), b.err_data as *mut u8, n) };
-            b.err_data_size = n;
-        } else {
-            b.err_data = data_ptr as *mut c_void;
-            b.err_data_size = e.err_data.len();
+        let b = buf;
+        // SAFETY: buf is the caller's fi_cq_err_entry of its API's layout: every
+        // field written below exists in that layout.
+        unsafe {
+            if api >= FI_VERSION(1, 5) {
+                // A caller buffer in err_data/err_data_size receives a copy.
+                let (want, dst) = ((*b).err_data_size, (*b).err_data);
+                if want > 0 && !dst.is_null() {
+                    let n = want.min(e.err_data.len());
+                    // SAFETY: the caller says err_data has err_data_size bytes.
+                    std::ptr::copy_nonoverlapping(e.err_data.as_ptr(), dst as *mut u8, n);
+                    (*b).err_data_size = n;
+                } else {
+                    (*b).err_data = data_ptr as *mut c_void;
+                    (*b).err_data_size = e.err_data.len();
+                }
+                if api >= FI_VERSION(1, 20) {
+                    // The source is not reported with errors (no FI_SOURCE_ERR).
+                    (b as *mut u8).add(std::mem::size_of::<fi_cq_err_entry>()).cast::<u64>().write_unaligned(FI_ADDR_NOTAVAIL);
+                }
+            } else {
+                (*b).err_data = data_ptr as *mut c_void;
+            }
         }
+        // SAFETY: as above; the fields from op_context to prov_errno are in every layout.
+        let b = unsafe { &mut *(b as *mut CqErrHead) };
         b.op_context = e.op_context as usize as *mut c_void;
         b.flags = e.flags;
         b.len = e.len;

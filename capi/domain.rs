@@ -66,7 +66,7 @@ unsafe fn domain_common(fabric: *mut fid_fabric, info: *mut fi_info, out: *mut *
         return crate::fail!(FiError::BADFLAGS, "fi_domain2: flags {flags:#x} not supported");
     }
     // SAFETY: a valid fi_info per the API.
-    let i = unsafe { super::info::from_c(info) }?;
+    let i = unsafe { super::info::from_c(info, 0) }?;
     let d = Domain::open(&f.inner, &i)?;
     let o = into_c(DomainObj {
         fid: fid_domain {

@@ -7,7 +7,6 @@ use std::ffi::{c_char, c_int};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::abi::fi_provider;
-use super::consts::{FI_MAJOR_VERSION, FI_MINOR_VERSION, FI_VERSION};
 
 /// rsverbs has not been used yet in this process.
 pub const RSVERBS_MODE_NONE: c_int = 0;
@@ -70,10 +69,18 @@ pub extern "C" fn rsverbs_prov_version() -> u32 {
     crate::info::PROV_VERSION
 }
 
-/// The libfabric API version rsverbs implements (`FI_VERSION(1, 17)`); also what its `fi_version()` returns.
+/// The newest libfabric API version rsverbs speaks (`FI_VERSION(2, 6)`); also what its
+/// `fi_version()` returns. Applications may ask for any version from
+/// `rsverbs_api_version_min()` to this one.
 #[no_mangle]
 pub extern "C" fn rsverbs_api_version() -> u32 {
-    FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION)
+    super::version::API_VERSION_MAX
+}
+
+/// The oldest libfabric API version rsverbs speaks (`FI_VERSION(1, 0)`: the FABRIC_1.0 ABI).
+#[no_mangle]
+pub extern "C" fn rsverbs_api_version_min() -> u32 {
+    super::version::API_VERSION_MIN
 }
 
 /// The provider name rsverbs answers to (`verbs`, or `FI_RSVERBS_NAME`), static storage.

@@ -180,7 +180,7 @@ unsafe fn ep_common(domain: *mut fid_domain, info: *mut fi_info, out: *mut *mut 
     // SAFETY: a valid fi_info per the API.
     let handle = unsafe { (*info).handle };
     // SAFETY: as above.
-    let i = unsafe { super::info::from_c(info) }?;
+    let i = unsafe { super::info::from_c(info, 0) }?;
     if !handle.is_null() && i.handle.is_none() {
         return crate::fail!(FiError::INVAL, "fi_endpoint: info->handle is not a pending connection request of this provider");
     }
@@ -1103,7 +1103,7 @@ pub unsafe extern "C" fn pep_open(fabric: *mut fid_fabric, info: *mut fi_info, o
         let out = nonnull(out, "fi_passive_ep: pep")?;
         let info = nonnull(info, "fi_passive_ep: info")?;
         // SAFETY: a valid fi_info per the API.
-        let i = unsafe { super::info::from_c(info) }?;
+        let i = unsafe { super::info::from_c(info, 0) }?;
         let pep = Pep::open(&f.inner, &i)?;
         let o = into_c(PepObj {
             fid: fid_pep {

@@ -5,6 +5,7 @@
 use std::ffi::c_void;
 
 use super::abi::*;
+use super::consts::FI_VERSION;
 use super::util::*;
 use crate::error::{FiError, FiResult};
 use crate::info::*;
@@ -80,6 +81,10 @@ pub fn ep_from_c(e: &fi_ep_attr) -> EpAttr {
 /// `d.name` NULL or a C string.
 pub unsafe fn domain_from_c(d: &fi_domain_attr) -> DomainAttr {
     DomainAttr {
+        max_ep_auth_key: 0,
+        max_group_id: 0,
+        max_cntr_value: 0,
+        max_err_cntr_value: 0,
         // SAFETY: per the contract.
         name: unsafe { cstr_opt(d.name) },
         threading: d.threading,
@@ -124,12 +129,41 @@ pub unsafe fn fabric_from_c(f: &fi_fabric_attr) -> FabricAttr {
     }
 }
 
-/// Converts a C `fi_info` (hints, or the info given to fi_endpoint & co.).
-/// A connection-request `handle` is resolved to the core object; other handles are ignored.
+/// Reads the `fi_domain_attr` fields added after 1.17 from `d`, each only
+/// when both the loading core's layout has it and the application's API
+/// version `api` defines it (an application built against older headers may
+/// hand in the shorter struct it declared itself).
 ///
 /// # Safety
-/// `p` must point to a valid `struct fi_info` whose attribute pointers are NULL or valid.
-pub unsafe fn from_c(p: *const fi_info) -> FiResult<Info> {
+/// `d` points to a `fi_domain_attr` of the loading core's layout.
+unsafe fn domain_ext_from_c(d: *const fi_domain_attr, api: u32, out: &mut DomainAttr) {
+    let core = super::version::core_version();
+    let e = d as *const super::version::fi_domain_attr_ext;
+    let has = |v: u32| core >= v && api >= v;
+    // SAFETY: each field is read only when the core's struct reaches it (its layout is a prefix of fi_domain_attr_ext).
+    unsafe {
+        if has(FI_VERSION(1, 20)) {
+            out.max_ep_auth_key = std::ptr::addr_of!((*e).max_ep_auth_key).read();
+        }
+        if has(FI_VERSION(2, 0)) {
+            out.max_group_id = std::ptr::addr_of!((*e).max_group_id).read();
+        }
+        if has(FI_VERSION(2, 5)) {
+            out.max_cntr_value = std::ptr::addr_of!((*e).max_cntr_value).read();
+            out.max_err_cntr_value = std::ptr::addr_of!((*e).max_err_cntr_value).read();
+        }
+    }
+}
+
+/// Converts a C `fi_info` (hints, or the info given to fi_endpoint & co.).
+/// A connection-request `handle` is resolved to the core object; other handles are ignored.
+/// `api` is the application's API version: `fi_domain_attr` fields newer
+/// than it are not read (0 reads none of them).
+///
+/// # Safety
+/// `p` must point to a valid `struct fi_info` (of the loading core's layout)
+/// whose attribute pointers are NULL or valid.
+pub unsafe fn from_c(p: *const fi_info, api: u32) -> FiResult<Info> {
     // SAFETY: per the contract.
     let c = unsafe { &*p };
     let mut i = Info { caps: c.caps, mode: c.mode, addr_format: c.addr_format, ..Default::default() };
@@ -156,6 +190,8 @@ pub unsafe fn from_c(p: *const fi_info) -> FiResult<Info> {
     if !c.domain_attr.is_null() {
         // SAFETY: valid pointer per the contract, its name NULL or a C string.
         i.domain = unsafe { domain_from_c(&*c.domain_attr) };
+        // SAFETY: as above, of the core's layout.
+        unsafe { domain_ext_from_c(c.domain_attr, api, &mut i.domain) };
     } else {
         // No domain attributes: the caller constrains none of them, mr_mode
         // included (utility providers such as ofi_rxm ask their core provider
@@ -177,7 +213,8 @@ pub fn to_c(i: &Info, prov_name: Option<&str>) -> FiResult<*mut fi_info> {
     let tx = c_calloc::<fi_tx_attr>();
     let rx = c_calloc::<fi_rx_attr>();
     let ep = c_calloc::<fi_ep_attr>();
-    let dom = c_calloc::<fi_domain_attr>();
+    // The largest layout rsverbs knows: the loading core copies its own prefix of it.
+    let dom = c_calloc::<super::version::fi_domain_attr_ext>() as *mut fi_domain_attr;
     let fab = c_calloc::<fi_fabric_attr>();
     if p.is_null() || tx.is_null() || rx.is_null() || ep.is_null() || dom.is_null() || fab.is_null() {
         // SAFETY: each is NULL or from calloc.
@@ -266,6 +303,11 @@ pub fn to_c(i: &Info, prov_name: Option<&str>) -> FiResult<*mut fi_info> {
         d.max_err_data = i.domain.max_err_data;
         d.mr_cnt = i.domain.mr_cnt;
         d.tclass = i.domain.tclass;
+        let x = &mut *(dom as *mut super::version::fi_domain_attr_ext);
+        x.max_ep_auth_key = i.domain.max_ep_auth_key;
+        x.max_group_id = i.domain.max_group_id;
+        x.max_cntr_value = i.domain.max_cntr_value;
+        x.max_err_cntr_value = i.domain.max_err_cntr_value;
         let f = &mut *fab;
         f.name = i.fabric.name.as_deref().map_or(std::ptr::null_mut(), c_strdup);
         f.prov_name = prov_name.map_or(std::ptr::null_mut(), c_strdup);

@@ -22,4 +22,5 @@ pub mod rdm_atomic;
 pub mod rdm_mem;
 pub mod tostr;
 pub mod util;
+pub mod version;
 pub mod wait;

@@ -44,7 +44,9 @@ pub fn provider() -> *mut fi_provider {
             prov_name();
             let p = Box::new(fi_provider {
                 version: PROV_VERSION,
-                fi_version: FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION),
+                // The loading core's version (capi/version.rs): that core
+                // hands rsverbs every application asking for it or less.
+                fi_version: super::version::provider_fi_version(),
                 context: fi_context { internal: [std::ptr::null_mut(); 4] },
                 name: PROV_NAME.get().expect("initialised").as_ptr(),
                 getinfo: Some(prov_getinfo),
@@ -62,6 +64,7 @@ pub extern "C" fn fi_prov_ini() -> *mut fi_provider {
     match std::panic::catch_unwind(|| {
         crate::log::init();
         super::embed::note_prov_ini();
+        super::version::detect_core();
         tracing::info!("rsverbs {} registering as provider '{}'", env!("CARGO_PKG_VERSION"), prov_name());
         provider()
     }) {
@@ -112,7 +115,7 @@ pub unsafe fn getinfo_common(
         service: unsafe { cstr_opt(service) },
         flags: flags & !core_internal,
         // SAFETY: hints is NULL or a valid fi_info.
-        hints: if hints.is_null() { None } else { Some(unsafe { super::info::from_c(hints) }?) },
+        hints: if hints.is_null() { None } else { Some(unsafe { super::info::from_c(hints, version) }?) },
     };
     let list = info::getinfo(&req)?;
     let name = if set_prov_name { Some(prov_name()) } else { None };

@@ -2,7 +2,7 @@
 # Installs the Debian packages the build needs, if any is missing (fresh Debian 12).
 set -euo pipefail
 need=()
-for p in gcc pkg-config libclang-dev libibverbs-dev librdmacm-dev libfabric-dev libfabric-bin; do
+for p in gcc pkg-config libclang-dev libibverbs-dev librdmacm-dev libfabric-dev libfabric-bin valgrind; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || need+=("$p")
 done
 if [ ${#need[@]} -gt 0 ]; then

@@ -3,7 +3,7 @@
  *
  * The same library (librsverbs-fi.so) is
  *   - a libfabric provider (FI_PROVIDER_PATH=<dir>, entry point fi_prov_ini),
- *   - a drop-in libfabric.so.1 (the libfabric 1.17 core API, symbol versions included),
+ *   - a drop-in libfabric.so.1 (libfabric's core API, 1.0 to 2.6, symbol versions included),
  *   - an embeddable library: include <rdma/fabric.h> and this header, link
  *     librsverbs-fi.so (pkg-config rsverbs), call fi_getinfo & co. directly.
  * This header declares rsverbs' own entry points; the libfabric API is in <rdma/fabric.h>.
@@ -17,6 +17,33 @@
 #include <stddef.h>
 #include <stdint.h>
 struct fi_provider;
+
+/*
+ * API versions: rsverbs speaks libfabric API 1.0 to 2.6 (rsverbs_api_version_min(),
+ * rsverbs_api_version()); its fi_version() returns 2.6.
+ *
+ * Struct layouts follow the symbol version a program binds to, as with libfabric:
+ * fi_getinfo/fi_dupinfo/fi_freeinfo@FABRIC_1.3 take 1.5-1.19 structs, @FABRIC_1.7
+ * 1.20-1.22's, @FABRIC_1.8 2.0-2.4's, @FABRIC_1.9 (the default) 2.5's and later.
+ * A program that links rsverbs directly (embedded) binds to the default unless
+ * told otherwise, so when <rdma/fabric.h> is older than 2.5 and included before
+ * this header, the references below bind to the ABI of those headers.
+ */
+#if defined(FI_MAJOR_VERSION) && defined(FI_MINOR_VERSION) && !defined(RSVERBS_NO_SYMVER)
+#if FI_MAJOR_VERSION == 1 && FI_MINOR_VERSION < 20
+#define RSVERBS_FABRIC_ABI_ "FABRIC_1.3"
+#elif FI_MAJOR_VERSION == 1
+#define RSVERBS_FABRIC_ABI_ "FABRIC_1.7"
+#elif FI_MAJOR_VERSION == 2 && FI_MINOR_VERSION < 5
+#define RSVERBS_FABRIC_ABI_ "FABRIC_1.8"
+#endif
+#ifdef RSVERBS_FABRIC_ABI_
+__asm__(".symver fi_getinfo,fi_getinfo@" RSVERBS_FABRIC_ABI_);
+__asm__(".symver fi_dupinfo,fi_dupinfo@" RSVERBS_FABRIC_ABI_);
+__asm__(".symver fi_freeinfo,fi_freeinfo@" RSVERBS_FABRIC_ABI_);
+#undef RSVERBS_FABRIC_ABI_
+#endif
+#endif
 
 // rsverbs has not been used yet in this process.
 #define RSVERBS_MODE_NONE 0
@@ -56,8 +83,13 @@ const char *rsverbs_version(void);
 // The provider version rsverbs registers (`FI_VERSION(1000, 1)`), as in `fabric_attr->prov_version`.
 uint32_t rsverbs_prov_version(void);
 
-// The libfabric API version rsverbs implements (`FI_VERSION(1, 17)`); also what its `fi_version()` returns.
+// The newest libfabric API version rsverbs speaks (`FI_VERSION(2, 6)`); also what its
+// `fi_version()` returns. Applications may ask for any version from
+// `rsverbs_api_version_min()` to this one.
 uint32_t rsverbs_api_version(void);
+
+// The oldest libfabric API version rsverbs speaks (`FI_VERSION(1, 0)`: the FABRIC_1.0 ABI).
+uint32_t rsverbs_api_version_min(void);
 
 // The provider name rsverbs answers to (`verbs`, or `FI_RSVERBS_NAME`), static storage.
 const char *rsverbs_prov_name(void);

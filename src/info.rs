@@ -17,6 +17,37 @@ pub const PROV_VERSION: u32 = FI_VERSION(1000, 1);
 /// The libfabric API version rsverbs implements.
 pub const API_VERSION: u32 = FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION);
 
+/// The newest libfabric API version rsverbs speaks: applications may ask for
+/// any version from 1.0 to this one (README, "libfabric versions").
+pub const API_VERSION_MAX: u32 = FI_VERSION(2, 6);
+
+// Capability bits libfabric 2.0 gave meanings (capi/consts.rs mirrors the
+// 1.17 headers, where bits 45 and 46 were FI_HMEM_* MR flags and bit 48
+// FI_VARIABLE_MSG). They are caps only for applications asking API >= 2.0.
+/// `FI_TAGGED_DIRECTED_RECV` (2.0): FI_DIRECTED_RECV for tagged receives only.
+pub const FI_TAGGED_DIRECTED_RECV: u64 = 1 << 45;
+/// `FI_TAGGED_MULTI_RECV` (2.0): FI_MULTI_RECV on tagged receives (not supported).
+pub const FI_TAGGED_MULTI_RECV: u64 = 1 << 46;
+/// `FI_EXACT_DIRECTED_RECV` (2.0): directed receives whose source must be given (no FI_ADDR_UNSPEC).
+pub const FI_EXACT_DIRECTED_RECV: u64 = 1 << 48;
+/// `FI_PROGRESS_CONTROL_UNIFIED` (2.0): the application serializes control and data progress.
+pub const FI_PROGRESS_CONTROL_UNIFIED: u32 = 3;
+
+/// Whether a receive on an endpoint with `caps` matches by its source address
+/// (fi_getinfo(3) of 2.x: FI_DIRECTED_RECV for both kinds,
+/// FI_TAGGED_DIRECTED_RECV for tagged receives only, FI_EXACT_DIRECTED_RECV
+/// alone for both, or as a modifier of the other two).
+pub fn directed_recv(caps: u64, tagged: bool) -> bool {
+    if caps & FI_DIRECTED_RECV != 0 {
+        return true;
+    }
+    if tagged {
+        caps & (FI_TAGGED_DIRECTED_RECV | FI_EXACT_DIRECTED_RECV) != 0
+    } else {
+        caps & FI_EXACT_DIRECTED_RECV != 0 && caps & FI_TAGGED_DIRECTED_RECV == 0
+    }
+}
+
 /// Bytes of CM private data an application may pass to connect/accept/reject.
 /// rdma-cm carries 56 bytes in a REQ on RoCE/IB; one goes to the length header
 /// (the layout libfabric's verbs provider uses, so the two interoperate).
@@ -91,6 +122,14 @@ pub struct DomainAttr {
     pub max_err_data: usize,
     pub mr_cnt: usize,
     pub tclass: u32,
+    /// 1.20: authorization keys per connectionless endpoint (rsverbs: none).
+    pub max_ep_auth_key: usize,
+    /// 2.0: largest peer group id (rsverbs: no peer groups).
+    pub max_group_id: u32,
+    /// 2.5: largest counter value (0 in hints: unspecified).
+    pub max_cntr_value: u64,
+    /// 2.5: largest counter error value (0 in hints: unspecified).
+    pub max_err_cntr_value: u64,
 }
 
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -313,6 +352,21 @@ fn over(hint: usize, max: usize, what: &str) -> FiResult<()> {
     Ok(())
 }
 
+/// The `fi_domain_attr` hints added after 1.17 (each read only for
+/// applications whose API version defines it): rsverbs has no authorization
+/// keys and no peer groups; its counters hold any `u64`.
+fn check_newer_domain_hints(hd: &DomainAttr) -> FiResult<()> {
+    if hd.max_ep_auth_key > 0 {
+        tracing::info!("getinfo: hints ask max_ep_auth_key = {}; rsverbs has no authorization keys", hd.max_ep_auth_key);
+        return Err(FiError::NODATA);
+    }
+    if hd.max_group_id > 0 {
+        tracing::info!("getinfo: hints ask max_group_id = {}; rsverbs has no peer groups", hd.max_group_id);
+        return Err(FiError::NODATA);
+    }
+    Ok(())
+}
+
 /// Counters are software objects: as many as memory holds; this is what
 /// `cntr_cnt` reports.
 pub const CNTR_CNT: usize = 1 << 16;
@@ -331,11 +385,15 @@ fn threading(hint: u32) -> FiResult<u32> {
 
 /// A progress model: `have` is what the provider does; a hint of MANUAL is
 /// always satisfied (the application drives progress; an automatic provider
-/// needs none of it), a hint of AUTO only when `have` is AUTO.
-fn progress(hint: u32, have: u32, what: &str) -> FiResult<u32> {
+/// needs none of it), a hint of AUTO only when `have` is AUTO. For control
+/// progress, API 2.0's FI_PROGRESS_CONTROL_UNIFIED (the application
+/// serializes control and data calls, which implies manual progress) is
+/// satisfied too: rsverbs' objects lock for themselves whatever the model.
+fn progress(version: u32, hint: u32, have: u32, what: &str) -> FiResult<u32> {
     match hint {
         FI_PROGRESS_UNSPEC => Ok(have),
         FI_PROGRESS_MANUAL => Ok(FI_PROGRESS_MANUAL),
+        FI_PROGRESS_CONTROL_UNIFIED if what == "control" && FI_MAJOR(version) >= 2 => Ok(FI_PROGRESS_CONTROL_UNIFIED),
         FI_PROGRESS_AUTO if have == FI_PROGRESS_AUTO => Ok(FI_PROGRESS_AUTO),
         FI_PROGRESS_AUTO => {
             tracing::info!("getinfo: {what} progress FI_PROGRESS_AUTO asked; rsverbs makes it manually (inside the application's calls)");
@@ -403,6 +461,7 @@ fn build_info(
         tracing::info!("getinfo: authorization keys are not supported");
         return Err(FiError::NODATA);
     }
+    check_newer_domain_hints(&hi.domain)?;
 
     // Queue limits.
     let max_wr = dc.attr.max_qp_wr.max(1) as usize;
@@ -497,8 +556,8 @@ fn build_info(
             threading: threading(hi.domain.threading)?,
             // Connection setup completes inside fi_eq_read (rdma-cm events are
             // handled there): manual. Transfers are the device's: automatic.
-            control_progress: progress(hi.domain.control_progress, FI_PROGRESS_MANUAL, "control")?,
-            data_progress: progress(hi.domain.data_progress, FI_PROGRESS_AUTO, "data")?,
+            control_progress: progress(req.version, hi.domain.control_progress, FI_PROGRESS_MANUAL, "control")?,
+            data_progress: progress(req.version, hi.domain.data_progress, FI_PROGRESS_AUTO, "data")?,
             resource_mgmt: if hi.domain.resource_mgmt != FI_RM_UNSPEC { hi.domain.resource_mgmt } else { FI_RM_ENABLED },
             av_type: FI_AV_UNSPEC,
             mr_mode,
@@ -520,6 +579,10 @@ fn build_info(
             max_err_data: CM_DATA_SIZE,
             mr_cnt: dc.attr.max_mr.max(0) as usize,
             tclass: hi.domain.tclass,
+            max_ep_auth_key: 0,
+            max_group_id: 0,
+            max_cntr_value: u64::MAX,
+            max_err_cntr_value: u64::MAX,
         },
         fabric: FabricAttr {
             name: Some(dc.fabric_name.clone()),
@@ -546,6 +609,17 @@ pub const RDM_CAPS: u64 = FI_MSG
     | FI_MULTI_RECV
     | FI_LOCAL_COMM
     | FI_REMOTE_COMM;
+/// RDM capabilities an application asking API `version` may request: 2.0
+/// added FI_TAGGED_DIRECTED_RECV and FI_EXACT_DIRECTED_RECV (reported only
+/// when asked, as they change how receives match). FI_TAGGED_MULTI_RECV is
+/// not offered: multi-receive buffers are untagged only.
+pub fn rdm_caps_for(version: u32) -> u64 {
+    if FI_MAJOR(version) >= 2 {
+        RDM_CAPS | FI_TAGGED_DIRECTED_RECV | FI_EXACT_DIRECTED_RECV
+    } else {
+        RDM_CAPS
+    }
+}
 const RDM_TX_CAPS: u64 = FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE | FI_SEND;
 const RDM_RX_CAPS: u64 =
     FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC | FI_RECV | FI_REMOTE_READ | FI_REMOTE_WRITE | FI_DIRECTED_RECV | FI_SOURCE | FI_MULTI_RECV;
@@ -576,8 +650,9 @@ fn build_rdm_info(req: &Request, dc: &DevCaps, src: Option<SocketAddr>, dest: Op
         tracing::info!("getinfo: RDM endpoints speak FI_PROTO_RXM, not protocol {}", hi.ep.protocol);
         return Err(FiError::NODATA);
     }
-    if hi.caps & !RDM_CAPS != 0 {
-        tracing::info!("getinfo: unsupported RDM caps requested: {:#x}", hi.caps & !RDM_CAPS);
+    let rdm_caps = rdm_caps_for(req.version);
+    if hi.caps & !rdm_caps != 0 {
+        tracing::info!("getinfo: unsupported RDM caps requested: {:#x}", hi.caps & !rdm_caps);
         return Err(FiError::NODATA);
     }
     // With caps in the hints, only those (plus local/remote communication) are
@@ -598,6 +673,7 @@ fn build_rdm_info(req: &Request, dc: &DevCaps, src: Option<SocketAddr>, dest: Op
         tracing::info!("getinfo: authorization keys are not supported");
         return Err(FiError::NODATA);
     }
+    check_newer_domain_hints(&hi.domain)?;
     if hi.ep.msg_prefix_size != 0 {
         return Err(FiError::NODATA);
     }
@@ -621,7 +697,8 @@ fn build_rdm_info(req: &Request, dc: &DevCaps, src: Option<SocketAddr>, dest: Op
         tracing::info!("getinfo: unsupported op_flags requested");
         return Err(FiError::NODATA);
     }
-    if hi.tx.caps & !RDM_TX_CAPS != 0 || hi.rx.caps & !(RDM_RX_CAPS | SECONDARY_CAPS) != 0 {
+    let rdm_rx_caps = RDM_RX_CAPS | (rdm_caps & (FI_TAGGED_DIRECTED_RECV | FI_EXACT_DIRECTED_RECV));
+    if hi.tx.caps & !RDM_TX_CAPS != 0 || hi.rx.caps & !(rdm_rx_caps | SECONDARY_CAPS) != 0 {
         return Err(FiError::NODATA);
     }
 
@@ -647,7 +724,7 @@ fn build_rdm_info(req: &Request, dc: &DevCaps, src: Option<SocketAddr>, dest: Op
     }
 
     let tx_caps = caps & RDM_TX_CAPS;
-    let rx_caps = caps & (RDM_RX_CAPS | SECONDARY_CAPS);
+    let rx_caps = caps & (rdm_rx_caps | SECONDARY_CAPS);
     let addr_format = match (src.or(dest), hi.addr_format) {
         (Some(SocketAddr::V6(_)), _) => FI_SOCKADDR_IN6,
         (Some(SocketAddr::V4(_)), _) => FI_SOCKADDR_IN,
@@ -711,8 +788,8 @@ fn build_rdm_info(req: &Request, dc: &DevCaps, src: Option<SocketAddr>, dest: Op
             // application's calls (CQ/counter reads, fi_trywait, data calls).
             // FI_PROGRESS_AUTO asked for either: the endpoint runs a progress
             // thread (rdm::auto), which makes both automatic.
-            control_progress: progress(hi.domain.control_progress, rdm_have, "control")?,
-            data_progress: progress(hi.domain.data_progress, rdm_have, "data")?,
+            control_progress: progress(req.version, hi.domain.control_progress, rdm_have, "control")?,
+            data_progress: progress(req.version, hi.domain.data_progress, rdm_have, "data")?,
             resource_mgmt: echo(hi.domain.resource_mgmt, FI_RM_ENABLED),
             av_type: hi.domain.av_type,
             mr_mode,
@@ -734,6 +811,10 @@ fn build_rdm_info(req: &Request, dc: &DevCaps, src: Option<SocketAddr>, dest: Op
             max_err_data: 0,
             mr_cnt: dc.attr.max_mr.max(0) as usize,
             tclass: hi.domain.tclass,
+            max_ep_auth_key: 0,
+            max_group_id: 0,
+            max_cntr_value: u64::MAX,
+            max_err_cntr_value: u64::MAX,
         },
         fabric: FabricAttr {
             name: Some(dc.fabric_name.clone()),
@@ -747,7 +828,7 @@ fn build_rdm_info(req: &Request, dc: &DevCaps, src: Option<SocketAddr>, dest: Op
 /// `fi_getinfo` for this provider.
 pub fn getinfo(req: &Request) -> FiResult<Vec<Info>> {
     let cfg = config::get();
-    if FI_MAJOR(req.version) != 1 {
+    if !(FI_MAJOR(req.version) == 1 || (FI_MAJOR(req.version) == 2 && req.version <= API_VERSION_MAX)) {
         return crate::fail!(FiError::NOSYS, "getinfo: API version {}.{} not supported", FI_MAJOR(req.version), FI_MINOR(req.version));
     }
     let hints = req.hints.as_ref();
@@ -922,8 +1003,50 @@ mod tests {
     }
 
     #[test]
-    fn wrong_major_version_is_enosys() {
-        assert_eq!(getinfo(&req(FI_VERSION(2, 0), None)).unwrap_err(), FiError::NOSYS);
+    fn unknown_api_version_is_enosys() {
+        assert_eq!(getinfo(&req(FI_VERSION(3, 0), None)).unwrap_err(), FiError::NOSYS);
+        assert_eq!(getinfo(&req(API_VERSION_MAX + 1, None)).unwrap_err(), FiError::NOSYS);
+        assert_eq!(getinfo(&req(FI_VERSION(0, 9), None)).unwrap_err(), FiError::NOSYS);
+    }
+
+    #[test]
+    fn directed_receives_by_2x_caps() {
+        assert!(directed_recv(FI_DIRECTED_RECV, false) && directed_recv(FI_DIRECTED_RECV, true));
+        assert!(directed_recv(FI_TAGGED_DIRECTED_RECV, true) && !directed_recv(FI_TAGGED_DIRECTED_RECV, false));
+        assert!(directed_recv(FI_EXACT_DIRECTED_RECV, true) && directed_recv(FI_EXACT_DIRECTED_RECV, false));
+        let tagged_exact = FI_TAGGED_DIRECTED_RECV | FI_EXACT_DIRECTED_RECV;
+        assert!(directed_recv(tagged_exact, true) && !directed_recv(tagged_exact, false));
+        assert!(!directed_recv(FI_TAGGED | FI_MSG, true));
+    }
+
+    #[test]
+    fn caps_of_2x_only_for_2x_applications() {
+        // Bits 45/48 mean FI_HMEM_HOST_ALLOC / FI_VARIABLE_MSG in 1.x: no caps there.
+        assert_eq!(rdm_caps_for(FI_VERSION(1, 22)) & (FI_TAGGED_DIRECTED_RECV | FI_EXACT_DIRECTED_RECV), 0);
+        let v2 = rdm_caps_for(FI_VERSION(2, 0));
+        assert_eq!(v2 & (FI_TAGGED_DIRECTED_RECV | FI_EXACT_DIRECTED_RECV), FI_TAGGED_DIRECTED_RECV | FI_EXACT_DIRECTED_RECV);
+        assert_eq!(v2 & FI_TAGGED_MULTI_RECV, 0);
+    }
+
+    #[test]
+    fn newer_domain_hints() {
+        let mut d = DomainAttr::default();
+        assert!(check_newer_domain_hints(&d).is_ok());
+        d.max_cntr_value = u64::MAX;
+        d.max_err_cntr_value = 1 << 40;
+        assert!(check_newer_domain_hints(&d).is_ok());
+        d.max_group_id = 1;
+        assert_eq!(check_newer_domain_hints(&d).unwrap_err(), FiError::NODATA);
+        d.max_group_id = 0;
+        d.max_ep_auth_key = 1;
+        assert_eq!(check_newer_domain_hints(&d).unwrap_err(), FiError::NODATA);
+    }
+
+    #[test]
+    fn control_unified_progress_is_2x_control_only() {
+        assert_eq!(progress(FI_VERSION(2, 0), FI_PROGRESS_CONTROL_UNIFIED, FI_PROGRESS_MANUAL, "control").unwrap(), FI_PROGRESS_CONTROL_UNIFIED);
+        assert_eq!(progress(FI_VERSION(2, 0), FI_PROGRESS_CONTROL_UNIFIED, FI_PROGRESS_AUTO, "data").unwrap_err(), FiError::NODATA);
+        assert_eq!(progress(FI_VERSION(1, 17), FI_PROGRESS_CONTROL_UNIFIED, FI_PROGRESS_MANUAL, "control").unwrap_err(), FiError::NODATA);
     }
 
     #[test]

@@ -402,10 +402,11 @@ pub fn scalar(b: &mut Buf, kind: Kind, v: u64) -> bool {
     true
 }
 
-/// What `FI_TYPE_VERSION` prints: the libfabric API version rsverbs implements,
-/// then rsverbs' own version (libfabric appends its build id there).
+/// What `FI_TYPE_VERSION` prints: the newest libfabric API version rsverbs
+/// speaks, then rsverbs' own version (libfabric appends its build id there).
 pub fn version_string() -> String {
-    format!("{FI_MAJOR_VERSION}.{FI_MINOR_VERSION}.0-rsverbs-{}", env!("CARGO_PKG_VERSION"))
+    let v = crate::info::API_VERSION_MAX;
+    format!("{}.{}.0-rsverbs-{}", v >> 16, v & 0xffff, env!("CARGO_PKG_VERSION"))
 }
 
 fn comp_order(b: &mut Buf, v: u64) {

@@ -79,7 +79,7 @@ suite_embed() {
   grep -q 'FI_VERBS_IFACE' "$LAB_OUT/embed_fi_info_e.log" || rc=1
   echo "== fi_info --version" >>"$out"
   with_timeout 60 "${DI[@]}" fi_info --version >>"$out" 2>&1 || rc=1
-  grep -q 'libfabric: 1.17.0-rsverbs-' "$out" || rc=1
+  grep -q 'libfabric: 2.6.0-rsverbs-' "$out" || rc=1
   [ "$rc" = 0 ] || tail -n 30 "$out"
   record embed_fi_info "$rc"
 

@@ -924,7 +924,14 @@ impl RdmEp {
             return crate::fail!(FiError::INVAL, "recv: FI_MULTI_RECV takes exactly one buffer");
         }
         let len: usize = r.iov.iter().map(|v| v.len() as usize).sum();
-        let src = if self.ctx.caps & FI_DIRECTED_RECV != 0 { r.src } else { FI_ADDR_UNSPEC };
+        let src = if crate::info::directed_recv(self.ctx.caps, kind == Kind::Tagged) {
+            if r.src == FI_ADDR_UNSPEC && self.ctx.caps & crate::info::FI_EXACT_DIRECTED_RECV != 0 {
+                return crate::fail!(FiError::INVAL, "recv: FI_EXACT_DIRECTED_RECV endpoints take no FI_ADDR_UNSPEC source");
+            }
+            r.src
+        } else {
+            FI_ADDR_UNSPEC
+        };
         if src != FI_ADDR_UNSPEC {
             let av = g.av.as_ref().expect("ready");
             if av.lookup(src).is_none() {

@@ -343,17 +343,18 @@ int main(int argc, char **argv)
 		cmp_str(name, real.strerror(v), ours.strerror(v));
 	}
 	cmp_str("fi_strerror(INT_MIN+1)", real.strerror(-2147483647), ours.strerror(-2147483647));
-	if (real.version() == ours.version()) {
+	/* rsverbs speaks API 1.0 to 2.6: its fi_version() is 2.6, at least the real one's. */
+	if (ours.version() == FI_VERSION(2, 6) && ours.version() >= real.version()) {
 		passed++;
 	} else {
 		failed++;
-		printf("FAIL fi_version: %#x vs %#x\n", real.version(), ours.version());
+		printf("FAIL fi_version: %#x (real %#x), expected 2.6\n", ours.version(), real.version());
 	}
-	/* FI_TYPE_VERSION names rsverbs: it must start with the API version. */
+	/* FI_TYPE_VERSION names rsverbs: it must start with that API version. */
 	{
 		uint64_t x = 0;
 		const char *r = ours.tostr(&x, FI_TYPE_VERSION);
-		if (r && !strncmp(r, real.tostr(&x, FI_TYPE_VERSION), strlen("1.17.0"))) {
+		if (r && !strncmp(r, "2.6.0-rsverbs-", strlen("2.6.0-rsverbs-"))) {
 			passed++;
 		} else {
 			failed++;
