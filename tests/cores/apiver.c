@@ -105,7 +105,8 @@ static int msg(uint32_t v)
 
 	if (!h)
 		FAIL("fi_allocinfo");
-	CHECK(fi_getinfo(v, "10.99.0.1", "0", FI_SOURCE, h, &info));
+	const char *ip = getenv("LAB_IP") ? getenv("LAB_IP") : "10.99.0.1";
+	CHECK(fi_getinfo(v, ip, "0", FI_SOURCE, h, &info));
 	if (check_rsverbs(v, info))
 		return 1;
 	CHECK(fi_fabric(info->fabric_attr, &fab, NULL));
