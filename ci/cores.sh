@@ -10,12 +10,13 @@
 #   ci/cores.sh --prefix VERSION   print the install prefix of VERSION (exit 1
 #                                  when it is not built)
 #
-# Env: RSVERBS_CORES (default /var/cache/rsverbs/cores).
+# Env: RSVERBS_CORES (default /opt/rsverbs/cores; not under /var/cache, which
+# the lab guest hides under a tmpfs).
 # The cores are configured with --enable-only: rxm and tcp (verbs off, so
 # the core cannot fall back to its own C verbs behind rsverbs' back).
 # Installs what it lacks on a fresh Debian 12 machine.
 set -euo pipefail
-cache=${RSVERBS_CORES:-/var/cache/rsverbs/cores}
+cache=${RSVERBS_CORES:-/opt/rsverbs/cores}
 log() { printf '[cores] %s\n' "$*" >&2; }
 
 prefix_of() { printf '%s/%s' "$cache" "$1"; }

@@ -159,6 +159,11 @@ impl CntrBinds {
 
 impl Cntr {
     pub fn open(domain: &Arc<Domain>, events: u32, wait_obj: u32, flags: u64) -> FiResult<Arc<Cntr>> {
+        // libfabric 2.0's FI_CNTR_EVENTS_BYTES (1): counting bytes is not supported.
+        const FI_CNTR_EVENTS_BYTES: u32 = 1;
+        if events == FI_CNTR_EVENTS_BYTES {
+            return crate::fail!(FiError::NOSYS, "fi_cntr_open: FI_CNTR_EVENTS_BYTES is not supported (counters count completions)");
+        }
         if events != FI_CNTR_EVENTS_COMP {
             return crate::fail!(FiError::INVAL, "fi_cntr_open: unknown events {events} (only FI_CNTR_EVENTS_COMP)");
         }

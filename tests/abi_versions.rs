@@ -248,7 +248,7 @@ fn version_of(inc: &Path) -> u32 {
 }
 
 fn cores() -> Vec<PathBuf> {
-    let cache = std::env::var("RSVERBS_CORES").unwrap_or_else(|_| "/var/cache/rsverbs/cores".into());
+    let cache = std::env::var("RSVERBS_CORES").unwrap_or_else(|_| "/opt/rsverbs/cores".into());
     let mut v: Vec<PathBuf> = std::fs::read_dir(&cache)
         .map(|d| d.filter_map(|e| e.ok()).map(|e| e.path().join("include")).filter(|p| p.join("rdma/fabric.h").exists()).collect())
         .unwrap_or_default();

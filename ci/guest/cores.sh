@@ -8,6 +8,8 @@
 #   core_<v>_fi_info          fi_info -p verbs lists rsverbs (1000.x)
 #   core_<v>_apiver           tests/cores/apiver.c, built against the core's
 #                             headers: API 1.4 ... the core's own, and one above
+#   (and a row for Debian 12's own core, 1.17.0 in /usr, whose pingpongs are
+#   suite-core.sh's fi_pingpong_*_all and fi_pingpong_rxm_*)
 #   core_<v>_pp_msg           fi_pingpong -e msg -S all -c
 #   core_<v>_pp_rdm           fi_pingpong -e rdm -m tagged -S all -c (native RDM)
 #   core_<v>_pp_rxm           fi_pingpong -p 'verbs;ofi_rxm' -e rdm -S all -c
@@ -57,7 +59,7 @@ core_row() {
 
   # apiver against this core's headers, 1.4 up to the core's own version and one above.
   local cv maj min vers=""
-  cv=$(sed -n 's/^libfabric api: //p' "$pre/.built"); maj=${cv%%.*}; min=${cv#*.}
+  cv=$($e "$pre/bin/fi_info" --version | sed -n 's/^libfabric api: //p'); maj=${cv%%.*}; min=${cv#*.}
   vers="1.4 1.5 1.17"
   [ "$maj" -ge 2 ] || [ "$min" -ge 20 ] && vers+=" 1.20"
   [ "$maj" -ge 2 ] && vers+=" 1.22 2.0"
@@ -68,9 +70,10 @@ core_row() {
   [ "$rc" = 0 ] && { with_timeout 300 $e "$out/apiver" $vers >>"$out/apiver.log" 2>&1; rc=$?; }
   record "core_${v}_apiver" "$rc"; row+=" apiver=$rc"
 
-  # Pingpongs with that core's fabtests, all sizes, data checks.
+  # Pingpongs with that core's fabtests, all sizes, data checks (Debian 12's
+  # own core: suite-core.sh runs them, fi_pingpong_*_all).
   local it=${CORE_PP_ITERS:-10}
-  for t in "msg:-p verbs -e msg" "rdm:-p verbs -e rdm -m tagged" "rxm:-p verbs;ofi_rxm -e rdm"; do
+  [ "$pre" = /usr ] || for t in "msg:-p verbs -e msg" "rdm:-p verbs -e rdm -m tagged" "rxm:-p verbs;ofi_rxm -e rdm"; do
     local name="core_${v}_pp_${t%%:*}" args="${t#*:}"
     PAIR_PORT=47592 run_pair "$name" \
       "$e $pre/bin/fi_pingpong $(printf '%q ' $args) -I $it -S all -c" \
@@ -83,10 +86,12 @@ core_row() {
   done
 
   # An application of the 1.17 API (Debian 12's fi_pingpong) on this core.
-  PAIR_PORT=47592 run_pair "core_${v}_old_app" \
-    "$e /usr/bin/fi_pingpong -p verbs -e rdm -I $it -S 65536 -c" \
-    "$e /usr/bin/fi_pingpong -p verbs -e rdm -I $it -S 65536 -c $LAB_IP" 300
-  rc=$?; record "core_${v}_old_app" "$rc"; row+=" old_app=$rc"
+  if [ "$pre" != /usr ]; then
+    PAIR_PORT=47592 run_pair "core_${v}_old_app" \
+      "$e /usr/bin/fi_pingpong -p verbs -e rdm -I $it -S 65536 -c" \
+      "$e /usr/bin/fi_pingpong -p verbs -e rdm -I $it -S 65536 -c $LAB_IP" 300
+    rc=$?; record "core_${v}_old_app" "$rc"; row+=" old_app=$rc"
+  fi
 
   # valgrind: no invalid read or write anywhere (rsverbs, the core, ofi_rxm).
   if command -v valgrind >/dev/null; then
@@ -113,8 +118,11 @@ core_row() {
 }
 
 suite_cores() {
-  local cache=${RSVERBS_CORES:-/var/cache/rsverbs/cores} pre n=0
+  local cache=${RSVERBS_CORES:-/opt/rsverbs/cores} pre n=0
   : >"$LAB_OUT/cores-table.txt"
+  # Debian 12's core (1.17): fi_info, apiver and valgrind here; its pingpongs
+  # are suite-core.sh's.
+  case " ${CORES:-} " in "  "|*" 1.17.0 "*) core_row 1.17.0 /usr ;; esac
   for pre in "$cache"/*/; do
     pre=${pre%/}
     [ -f "$pre/.built" ] && [ -x "$pre/bin/fi_pingpong" ] || continue

@@ -768,6 +768,8 @@ static void phase_cntr_poll(struct fi_cntr_attr *cta, struct fid_cntr **cntr, st
 	ROW("fi_cntr_open: cntr out-param NULL", -FI_EINVAL, fi_cntr_open(g.dom, cta, NULL, NULL));
 	cta->events = (enum fi_cntr_events)99;
 	ROW("fi_cntr_open: events 99", -FI_EINVAL, fi_cntr_open(g.dom, cta, cntr, NULL));
+	cta->events = (enum fi_cntr_events)1; /* FI_CNTR_EVENTS_BYTES of libfabric 2.0 */
+	ROW("fi_cntr_open: events FI_CNTR_EVENTS_BYTES", -FI_ENOSYS, fi_cntr_open(g.dom, cta, cntr, NULL));
 	cta->events = FI_CNTR_EVENTS_COMP;
 	cta->wait_obj = (enum fi_wait_obj)99;
 	ROW("fi_cntr_open: wait_obj 99", -FI_EINVAL, fi_cntr_open(g.dom, cta, cntr, NULL));

@@ -11,6 +11,7 @@
  *    whose name fi_getname gives; the MSG info a passive endpoint that
  *    listens. Pre-1.5 versions ask in the old style (FI_MR_BASIC + FI_LOCAL_MR);
  *  - API >= 2.0 on a 2.x core: FI_TAGGED_DIRECTED_RECV is granted on RDM,
+ *    FI_EXACT_DIRECTED_RECV too (and refuses receives from FI_ADDR_UNSPEC),
  *    FI_TAGGED_MULTI_RECV is refused (-FI_ENODATA), and (2.5 headers) the
  *    counter limits come back as UINT64_MAX through the core's copies.
  * Prints "ok VERSION" or "FAIL VERSION: why" per version; exit 0 iff all ok.
@@ -26,6 +27,7 @@
 #include <rdma/fi_cm.h>
 #include <rdma/fi_eq.h>
 #include <rdma/fi_errno.h>
+#include <rdma/fi_tagged.h>
 
 #define FAIL(...) do { printf("FAIL %u.%u: ", FI_MAJOR(v), FI_MINOR(v)); printf(__VA_ARGS__); printf("\n"); return 1; } while (0)
 #define CHECK(call) do { int _r = (int)(call); if (_r) FAIL("%s = %d (%s)", #call, _r, fi_strerror(-_r)); } while (0)
@@ -61,9 +63,12 @@ static int check_rsverbs(uint32_t v, struct fi_info *i)
 	return 0;
 }
 
-static int rdm(uint32_t v)
+/* Opens an RDM endpoint with caps FI_MSG | FI_TAGGED | FI_RMA | extra; with
+ * FI_EXACT_DIRECTED_RECV in extra (2.x), a tagged receive from FI_ADDR_UNSPEC
+ * must be refused with -FI_EINVAL. */
+static int rdm(uint32_t v, uint64_t extra)
 {
-	struct fi_info *h = hints_for(v, FI_EP_RDM, FI_MSG | FI_TAGGED | FI_RMA), *info = NULL;
+	struct fi_info *h = hints_for(v, FI_EP_RDM, FI_MSG | FI_TAGGED | FI_RMA | extra), *info = NULL;
 	struct fid_fabric *fab; struct fid_domain *dom; struct fid_av *av; struct fid_cq *cq; struct fid_ep *ep;
 	struct fi_av_attr av_attr = { .type = FI_AV_TABLE };
 	struct fi_cq_attr cq_attr = { .format = FI_CQ_FORMAT_TAGGED, .size = 64 };
@@ -84,6 +89,18 @@ static int rdm(uint32_t v)
 	CHECK(fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV));
 	CHECK(fi_enable(ep));
 	CHECK(fi_getname(&ep->fid, name, &len));
+	if (extra) {
+		static char buf[64];
+		struct fid_mr *mr;
+		ssize_t r;
+		if ((info->caps & extra) != extra)
+			FAIL("caps %#jx asked, not granted", (uintmax_t)extra);
+		CHECK(fi_mr_reg(dom, buf, sizeof(buf), FI_RECV, 0, 0, 0, &mr, NULL));
+		r = fi_trecv(ep, buf, sizeof(buf), fi_mr_desc(mr), FI_ADDR_UNSPEC, 1, 0, NULL);
+		if (r != -FI_EINVAL)
+			FAIL("FI_EXACT_DIRECTED_RECV: fi_trecv from FI_ADDR_UNSPEC = %zd, not -FI_EINVAL", r);
+		CHECK(fi_close(&mr->fid));
+	}
 	memset(&err, 0xa5, sizeof(err));
 	if (fi_cq_readerr(cq, &err, 0) != -FI_EAGAIN)
 		FAIL("fi_cq_readerr on an empty CQ is not -FI_EAGAIN");
@@ -140,6 +157,8 @@ static int v2(uint32_t v)
 	fi_freeinfo(info);
 	fi_freeinfo(h);
 	info = NULL;
+	if (rdm(v, FI_EXACT_DIRECTED_RECV))
+		return 1;
 	h = hints_for(v, FI_EP_RDM, FI_TAGGED | FI_TAGGED_MULTI_RECV);
 	r = fi_getinfo(v, NULL, NULL, 0, h, &info);
 	if (r != -FI_ENODATA)
@@ -175,7 +194,7 @@ int main(int argc, char **argv)
 			}
 			continue;
 		}
-		if (rdm(v) || msg(v) || (maj >= 2 && v2(v))) {
+		if (rdm(v, 0) || msg(v) || (maj >= 2 && v2(v))) {
 			bad++;
 			continue;
 		}
