@@ -122,11 +122,11 @@ suite_cores() {
   : >"$LAB_OUT/cores-table.txt"
   # Debian 12's core (1.17): fi_info, apiver and valgrind here; its pingpongs
   # are suite-core.sh's.
-  case " ${CORES:-} " in "  "|*" 1.17.0 "*) core_row 1.17.0 /usr ;; esac
+  case " ${RSVERBS_TEST_CORES:-} " in "  "|*" 1.17.0 "*) core_row 1.17.0 /usr ;; esac
   for pre in "$cache"/*/; do
     pre=${pre%/}
     [ -f "$pre/.built" ] && [ -x "$pre/bin/fi_pingpong" ] || continue
-    case " ${CORES:-} " in "  ") ;; *" $(basename "$pre") "*) ;; *) continue ;; esac
+    case " ${RSVERBS_TEST_CORES:-} " in "  ") ;; *" $(basename "$pre") "*) ;; *) continue ;; esac
     core_row "$(basename "$pre")" "$pre"; n=$((n + 1))
   done
   if [ "$n" = 0 ]; then

@@ -93,7 +93,7 @@ fi
 # Other libfabric cores (issue 21, ci/guest/cores.sh): rsverbs under each core
 # ci/cores.sh built (2.1.0 in the test command; 1.22.0 and 2.6.0 by hand),
 # with that core's fi_info, fabtests' fi_pingpong and ofi_rxm, and valgrind.
-# Runs when no test filter is given or the filter names "cores" (CORES="2.1.0"
+# Runs when no test filter is given or the filter names "cores" (RSVERBS_TEST_CORES="2.1.0"
 # restricts it to some versions).
 # ----------------------------------------------------------------------------
 if [ "$SUITE_PROVIDER" = rsverbs ] && { [ $# -eq 0 ] || printf '%s\n' "$@" | grep -qx cores; }; then
