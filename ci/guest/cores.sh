@@ -15,6 +15,8 @@
 #   core_<v>_pp_rxm           fi_pingpong -p 'verbs;ofi_rxm' -e rdm -S all -c
 #                             (the core's ofi_rxm over rsverbs MSG, defaults)
 #   core_<v>_old_app          Debian 12's fi_pingpong (API 1.17) on this core
+#   core_<v>_dropin_fi_info   this core's fi_info on rsverbs' drop-in libfabric.so.1
+#   core_<v>_dropin_pp        this core's fi_pingpong -e rdm on the drop-in
 #   core_<v>_vg_fi_info       fi_info -v under valgrind: no invalid access
 #   core_<v>_vg_apiver        apiver under valgrind
 #   core_<v>_vg_pp_rdm/_rxm   a short pingpong, both ends under valgrind
@@ -91,6 +93,21 @@ core_row() {
       "$e /usr/bin/fi_pingpong -p verbs -e rdm -I $it -S 65536 -c" \
       "$e /usr/bin/fi_pingpong -p verbs -e rdm -I $it -S 65536 -c $LAB_IP" 300
     rc=$?; record "core_${v}_old_app" "$rc"; row+=" old_app=$rc"
+  fi
+
+  # The drop-in: this core's programs (built against its headers and symbol
+  # versions) on rsverbs' libfabric.so.1 alone, no core.
+  if [ "$pre" != /usr ]; then
+    local d="env -u FI_PROVIDER -u FI_PROVIDER_PATH LD_LIBRARY_PATH=${RSVERBS_DROPIN_DIR:-$PWD/target/dropin}"
+    with_timeout 120 $d "$pre/bin/fi_info" -p verbs >"$out/dropin_fi_info.log" 2>&1; rc=$?
+    with_timeout 60 $d "$pre/bin/fi_info" --version >>"$out/dropin_fi_info.log" 2>&1
+    if [ "$rc" = 0 ] && ! grep -Eq '^[[:space:]]*provider:[[:space:]]*verbs[[:space:]]*$' "$out/dropin_fi_info.log"; then rc=1; fi
+    grep -q "rsverbs" "$out/dropin_fi_info.log" || { echo "not the drop-in's fi_tostr version" >>"$out/dropin_fi_info.log"; rc=1; }
+    record "core_${v}_dropin_fi_info" "$rc"; row+=" dropin_fi_info=$rc"
+    PAIR_PORT=47592 run_pair "core_${v}_dropin_pp" \
+      "$d $pre/bin/fi_pingpong -p verbs -e rdm -I $it -S 65536 -c" \
+      "$d $pre/bin/fi_pingpong -p verbs -e rdm -I $it -S 65536 -c $LAB_IP" 300
+    rc=$?; record "core_${v}_dropin_pp" "$rc"; row+=" dropin_pp=$rc"
   fi
 
   # valgrind: no invalid read or write anywhere (rsverbs, the core, ofi_rxm).

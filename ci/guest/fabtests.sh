@@ -1,0 +1,86 @@
+# shellcheck shell=bash
+# fabtests over rsverbs (issue 22), in the lab: a core's own runfabtests.sh,
+# its quick selection (unit, functional and short tests), with no exclude
+# list, for provider `verbs` (rsverbs' MSG and native RDM) and
+# `verbs;ofi_rxm` (the core's ofi_rxm over rsverbs' MSG endpoints), default
+# settings. Sourced by device-suite.sh (suite_fabtests).
+#
+# runfabtests.sh reads an exclude file from ./fabtests/test_configs,
+# ./test_configs or ../test_configs of its working directory: it runs in an
+# empty directory, so none applies.
+#
+# Records, per core V and provider P (verbs, verbs_rxm):
+#   fabtests_V_P              runfabtests finished and printed its summary,
+#                             and every test that failed is one of
+#                             ci/guest/fabtests-known.txt (each with its cause
+#                             and issue); a failure not listed there fails it
+#   fabtests_V_P_<test>       FAIL for each such unlisted failure
+# The counts (pass, fail, notrun) go to $LAB_OUT/fabtests-summary.txt.
+
+_ft_known() { # _ft_known V P NAME : true if NAME is a listed known failure
+  local v="$1" p="$2" n="$3"
+  awk -v v="$v" -v p="$p" -v n="$n" -F'\t' '
+    /^#/ || NF < 3 { next }
+    ($1 == v || $1 == "*") && ($2 == p || $2 == "*") && $3 == n { found = 1 }
+    END { exit !found }' "$(dirname "${BASH_SOURCE[0]}")/fabtests-known.txt"
+}
+
+# fabtests_run V PREFIX PROVIDER TAG
+fabtests_run() {
+  local v="$1" pre="$2" prov="$3" tag="$4"
+  local dir="$LAB_OUT/fabtests/$v-$tag" log rc name res unlisted=0
+  rm -rf "$dir"; mkdir -p "$dir"
+  log="$dir/runfabtests.log"
+  lab_log "fabtests: $v $prov (quick, no exclude list)"
+  (cd "$dir" && with_timeout "${FABTESTS_TIMEOUT:-2400}" env -u FI_PROVIDER \
+     LD_LIBRARY_PATH="$pre/lib" FI_PROVIDER_PATH="${FI_PROVIDER_PATH:-$PWD/target/prov}" \
+     PATH="$pre/bin:$PATH" \
+     bash "$pre/bin/runfabtests.sh" -vv -T "${FABTESTS_TEST_TIMEOUT:-120}" -p "$pre/bin" -t quick \
+       "$prov" "$LAB_IP" "$LAB_IP" >"$log" 2>&1)
+  rc=$?
+  # Each test: "- name: <cmd>" then "  result: Pass|Fail [..]|Notrun|Excluded".
+  awk '/^- name:/ { sub(/^- name: +/, ""); n = $0 } /^  result:/ { sub(/^  result: +/, ""); print n "\t" $0 }' \
+    "$log" >"$dir/results.tsv"
+  local np nf nn ne
+  np=$(grep -c $'\tPass' "$dir/results.tsv"); nf=$(grep -c $'\tFail' "$dir/results.tsv")
+  nn=$(grep -c $'\tNotrun' "$dir/results.tsv"); ne=$(grep -c $'\tExcluded' "$dir/results.tsv")
+  printf '%s\t%s\tpass %d\tfail %d\tnotrun %d\texcluded %d\trc %d\n' "$v" "$prov" "$np" "$nf" "$nn" "$ne" "$rc" \
+    >>"$LAB_OUT/fabtests-summary.txt"
+  lab_log "fabtests: $v $prov: pass $np, fail $nf, notrun $nn, excluded $ne (runfabtests rc=$rc)"
+  while IFS=$'\t' read -r name res; do
+    case "$res" in
+      Fail*)
+        if _ft_known "$v" "$tag" "$name"; then
+          lab_log "fabtests: known failure: $name"
+        else
+          unlisted=$((unlisted + 1))
+          record "fabtests_${v}_${tag}_$(printf '%s' "$name" | tr -c 'A-Za-z0-9_.-' '_')" 1
+        fi ;;
+    esac
+  done <"$dir/results.tsv"
+  # The run must have finished (the summary printed) and excluded nothing.
+  rc=0
+  grep -q "Percentage of Pass\|# total" "$log" || { echo "runfabtests did not finish" >>"$log"; rc=1; }
+  [ "$ne" = 0 ] || rc=1
+  [ "$unlisted" = 0 ] || rc=1
+  record "fabtests_${v}_${tag}" "$rc"
+}
+
+suite_fabtests() {
+  local cache=${RSVERBS_CORES:-/opt/rsverbs/cores} v
+  : >"$LAB_OUT/fabtests-summary.txt"
+  # Entries: VERSION (a core of the cache, with its fabtests) or
+  # VERSION=PREFIX (fabtests installed in PREFIX, for the system's core; e.g.
+  # 1.17.0=/opt/rsverbs/fabtests-1.17.0, built by hand from the upstream tag).
+  local spec
+  for spec in ${RSVERBS_FABTESTS_CORES:-2.1.0}; do
+    v=${spec%%=*}
+    local pre=${spec#*=}
+    [ "$pre" = "$spec" ] && pre="$cache/$v"
+    if [ ! -x "$pre/bin/runfabtests.sh" ]; then
+      lab_log "fabtests: no fabtests for $v in $cache (ci/cores.sh)"; record "fabtests_${v}_built" 1; continue
+    fi
+    fabtests_run "$v" "$pre" verbs verbs
+    fabtests_run "$v" "$pre" "verbs;ofi_rxm" verbs_rxm
+  done
+}
