@@ -24,8 +24,11 @@ staged() {
   [ "${1:-}" = -- ] && shift
   env "${envs[@]}" bash ci/install --no-build --destdir "$d" --prefix /usr/local "$@" >"$tmp/$name.log" 2>&1 || rc=1
   [ -f "$d$want/librsverbs-fi.so" ] || rc=1
-  [ -L "$d/usr/local/lib/rsverbs/dropin/libfabric.so.1" ] &&
-    [ "$(readlink -f "$d/usr/local/lib/rsverbs/dropin/libfabric.so.1")" = "$d$want/librsverbs-fi.so" ] || rc=1
+  # The drop-in link names the staged provider (absolute links: inside the stage).
+  local link=$d/usr/local/lib/rsverbs/dropin/libfabric.so.1 t
+  t=$(readlink "$link") || rc=1
+  case "$t" in /*) t=$d$t ;; *) t=$(dirname "$link")/$t ;; esac
+  [ "$(realpath -m "$t")" = "$d$want/librsverbs-fi.so" ] || rc=1
   grep -q "^libdir=$want\$" "$d/usr/local/lib/pkgconfig/rsverbs.pc" 2>/dev/null || rc=1
   [ "$rc" = 0 ] || { cat "$tmp/$name.log"; find "$d" | head -20; }
   result "install_dir_$name ($want)" "$rc"

@@ -89,6 +89,18 @@ if [ "$SUITE_PROVIDER" = rsverbs ] && { [ $# -eq 0 ] || printf '%s\n' "$@" | gre
 fi
 # ---- end of the embedding block ---------------------------------------------
 
+# ============================================================================
+# Installation (issue 24, ci/guest/install.sh): ci/install and the .deb of
+# ci/package, used with no FI_PROVIDER_PATH, then removed (the guest's /usr and
+# /var are overlays: nothing reaches the host). Runs when no test filter is
+# given or the filter names "install".
+# ----------------------------------------------------------------------------
+if [ "$SUITE_PROVIDER" = rsverbs ] && { [ $# -eq 0 ] || printf '%s\n' "$@" | grep -qx install; }; then
+  . "$(dirname "${BASH_SOURCE[0]}")/install.sh"
+  suite_install
+fi
+# ---- end of the installation block ------------------------------------------
+
 # ---- C operation tests (tests/c) -------------------------------------------
 
 # name:program[:arg...]  (the test name is what the program prints)
