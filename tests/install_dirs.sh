@@ -2,11 +2,15 @@
 # Host test of ci/install's provider directory (ci/test runs it; no root
 # needed, nothing installed: ci/install --destdir stages into a temp dir).
 # For Debian's libfabric and for each other core built by ci/cores.sh (under
-# ${RSVERBS_CORES:-/var/cache/rsverbs/cores}), ci/install must put
-# librsverbs-fi.so into that core's PROVDLDIR, the directory it scans without
-# FI_PROVIDER_PATH: <its libdir>/libfabric. Found three ways: the default
-# search (pkg-config, then ldconfig), PKG_CONFIG_PATH pointing at the core,
-# and --libfabric naming the library.
+# ${RSVERBS_CORES:-/opt/rsverbs/cores}), ci/install must put
+# librsverbs-fi.so into the directory that core scans without
+# FI_PROVIDER_PATH, as the core itself reports it (its fi_info -e:
+# FI_PROVIDER_PATH's "(default: DIR)", read through fi_getparams; DIR is
+# <its libdir at build time>/libfabric). The core is found three ways: the
+# default search (pkg-config, then ldconfig), PKG_CONFIG_PATH pointing at the
+# core (a core moved after its build has a libfabric.pc naming a libdir
+# without the library: then ci/install must refuse, not fall back to the
+# system's libfabric), and --libfabric naming the library.
 # Prints PASS/FAIL lines and "N passed, N failed"; exits non-zero on a failure.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -35,15 +39,32 @@ staged() {
 }
 
 [ -f target/prov/librsverbs-fi.so ] || { echo "FAIL install_dirs: build first (ci/build)"; exit 1; }
-multiarch=$(gcc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)
-staged debian12 "/usr/lib/$multiarch/libfabric"
-staged debian12_ldconfig "/usr/lib/$multiarch/libfabric" PKG_CONFIG_PATH= PKG_CONFIG_LIBDIR=/nonexistent
-cores=${RSVERBS_CORES:-/var/cache/rsverbs/cores}
+# scanned FI_INFO [ENV...]: the directory a core scans, as its fi_info -e says.
+scanned() { env "${@:2}" "$1" -e 2>/dev/null | sed -n 's/^# Search for providers in specific path.*(default: \(.*\))$/\1/p' | head -n 1; }
+
+want=$(scanned fi_info)
+[ -n "$want" ] || { echo "FAIL install_dirs: Debian's fi_info -e names no provider directory"; exit 1; }
+staged debian12 "$want"
+staged debian12_ldconfig "$want" PKG_CONFIG_PATH= PKG_CONFIG_LIBDIR=/nonexistent
+cores=${RSVERBS_CORES:-/opt/rsverbs/cores}
 for lib in "$cores"/*/lib/libfabric.so.1; do
   [ -f "$lib" ] || continue
   pre=$(dirname "$(dirname "$lib")"); v=$(basename "$pre")
-  staged "core_${v}_pkgconfig" "$pre/lib/libfabric" PKG_CONFIG_PATH="$pre/lib/pkgconfig"
-  staged "core_${v}_libfabric" "$pre/lib/libfabric" -- --libfabric "$lib"
+  want=$(scanned "$pre/bin/fi_info" LD_LIBRARY_PATH="$pre/lib")
+  [ -n "$want" ] || { result "install_dir_core_$v (its fi_info -e names no provider directory)" 1; continue; }
+  staged "core_${v}_libfabric" "$want" -- --libfabric "$lib"
+  pcdir=$(PKG_CONFIG_PATH="$pre/lib/pkgconfig" pkg-config --variable=libdir libfabric 2>/dev/null)
+  if [ -f "$pcdir/libfabric.so.1" ]; then
+    staged "core_${v}_pkgconfig" "$want" PKG_CONFIG_PATH="$pre/lib/pkgconfig"
+  else
+    # Moved core: its .pc points elsewhere; ci/install must stop, naming the problem.
+    rc=0
+    PKG_CONFIG_PATH="$pre/lib/pkgconfig" bash ci/install --no-build --destdir "$tmp/moved_$v" >"$tmp/moved_$v.log" 2>&1 && rc=1
+    grep -q "has no libfabric.so.1" "$tmp/moved_$v.log" || rc=1
+    [ -e "$tmp/moved_$v" ] && [ -n "$(find "$tmp/moved_$v" -type f)" ] && rc=1
+    [ "$rc" = 0 ] || cat "$tmp/moved_$v.log"
+    result "install_dir_core_${v}_pkgconfig_moved (libdir $pcdir without the library: refused)" "$rc"
+  fi
 done
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]
