@@ -55,12 +55,22 @@ pub(crate) fn note_infos(allocated: u64, freed: u64) {
     INFOS_FREED.fetch_add(freed, Ordering::Relaxed);
 }
 
-static VERSION: &[u8] = concat!(env!("CARGO_PKG_VERSION"), "\0").as_bytes();
+static VERSION: &[u8] = concat!(env!("CARGO_PKG_VERSION"), "+", env!("RSVERBS_COMMIT"), "\0").as_bytes();
+static COMMIT: &[u8] = concat!(env!("RSVERBS_COMMIT"), "\0").as_bytes();
 
-/// rsverbs' version as a string, e.g. "0.1.0" (static storage).
+/// rsverbs' version and the git commit it was built from, as semver with build
+/// metadata: "0.1.0+9af9a2d1c3e4" ("-dirty" after the commit when built with
+/// local changes, "+unknown" when built outside a git tree). Static storage.
 #[no_mangle]
 pub extern "C" fn rsverbs_version() -> *const c_char {
     VERSION.as_ptr() as *const c_char
+}
+
+/// The git commit rsverbs was built from (the part of `rsverbs_version()`
+/// after the '+'), static storage.
+#[no_mangle]
+pub extern "C" fn rsverbs_commit() -> *const c_char {
+    COMMIT.as_ptr() as *const c_char
 }
 
 /// The provider version rsverbs registers (`FI_VERSION(1000, 1)`), as in `fabric_attr->prov_version`.

@@ -318,6 +318,8 @@ pub fn to_c(i: &Info, prov_name: Option<&str>) -> FiResult<*mut fi_info> {
         c.ep_attr = ep;
         c.domain_attr = dom;
         c.fabric_attr = fab;
+        // The nic names the device and the rsverbs build (capi/nic.rs; fi_info -v).
+        c.nic = super::nic::new_nic(i.domain.name.as_deref());
     }
     Ok(p)
 }
@@ -372,6 +374,7 @@ pub unsafe fn free_chain(mut p: *mut fi_info) {
             for q in [c.tx_attr as *mut c_void, c.rx_attr as _, c.ep_attr as _, c.domain_attr as _, c.fabric_attr as _] {
                 libc::free(q);
             }
+            super::nic::free_nic(c.nic); // capi/nic.rs: the layout libfabric's ofi_nic_close frees
             libc::free(p as *mut c_void);
             p = next;
         }

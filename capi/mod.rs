@@ -15,6 +15,7 @@ pub mod embed;
 pub mod ep;
 pub mod eq;
 pub mod info;
+pub mod nic;
 pub mod nosys;
 pub mod prov;
 pub mod rdm;

@@ -77,8 +77,14 @@ struct rsverbs_stats {
 extern "C" {
 #endif // __cplusplus
 
-// rsverbs' version as a string, e.g. "0.1.0" (static storage).
+// rsverbs' version and the git commit it was built from, as semver with build
+// metadata: "0.1.0+9af9a2d1c3e4" ("-dirty" after the commit when built with
+// local changes, "+unknown" when built outside a git tree). Static storage.
 const char *rsverbs_version(void);
+
+// The git commit rsverbs was built from (the part of `rsverbs_version()`
+// after the '+'), static storage.
+const char *rsverbs_commit(void);
 
 // The provider version rsverbs registers (`FI_VERSION(1000, 1)`), as in `fabric_attr->prov_version`.
 uint32_t rsverbs_prov_version(void);

@@ -402,11 +402,19 @@ pub fn scalar(b: &mut Buf, kind: Kind, v: u64) -> bool {
     true
 }
 
+/// The git commit this library was built from (build.rs: `-dirty` with local
+/// changes, `unknown` when built outside a git tree without `RSVERBS_COMMIT`).
+pub const COMMIT: &str = env!("RSVERBS_COMMIT");
+/// rsverbs' version and the commit it was built from, e.g. `0.1.0+9af9a2d1c3e4`
+/// (semver build metadata): what `rsverbs_version()` returns and the nic's
+/// `driver` shows, so a bug report names the build.
+pub const BUILD_VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), "+", env!("RSVERBS_COMMIT"));
+
 /// What `FI_TYPE_VERSION` prints: the newest libfabric API version rsverbs
-/// speaks, then rsverbs' own version (libfabric appends its build id there).
+/// speaks, then rsverbs' own version and commit (libfabric appends its build id there).
 pub fn version_string() -> String {
     let v = crate::info::API_VERSION_MAX;
-    format!("{}.{}.0-rsverbs-{}", v >> 16, v & 0xffff, env!("CARGO_PKG_VERSION"))
+    format!("{}.{}.0-rsverbs-{BUILD_VERSION}", v >> 16, v & 0xffff)
 }
 
 fn comp_order(b: &mut Buf, v: u64) {

@@ -277,3 +277,29 @@ fn provider_under_real_core_still_registers_once_and_binds_internally() {
     assert!(err.contains(&format!("to {so} [0]: normal symbol `fi_prov_ini'")), "fi_prov_ini not looked up in rsverbs:\n{err}");
     let _ = std::fs::remove_dir_all(&tmp);
 }
+
+#[test]
+fn version_names_the_commit_of_the_build() {
+    use rsverbs::capi::embed::{rsverbs_commit, rsverbs_version};
+    // SAFETY: both return static NUL-terminated strings.
+    let (v, c) = unsafe {
+        (
+            std::ffi::CStr::from_ptr(rsverbs_version()).to_str().unwrap().to_string(),
+            std::ffi::CStr::from_ptr(rsverbs_commit()).to_str().unwrap().to_string(),
+        )
+    };
+    assert_eq!(v, format!("{}+{c}", env!("CARGO_PKG_VERSION")), "rsverbs_version() is not <version>+<commit>");
+    assert_eq!(rsverbs::tostr::version_string(), format!("2.6.0-rsverbs-{v}"));
+    assert!(rsverbs::capi::nic::driver().ends_with(&v), "the nic's driver does not name the build");
+    if std::env::var("RSVERBS_COMMIT").is_ok_and(|s| !s.trim().is_empty()) {
+        return;
+    }
+    // Built from this git tree: the library names the commit HEAD is at.
+    let o = Command::new("git").args(["-C", ROOT, "rev-parse", "--short=12", "HEAD"]).output().expect("git");
+    if o.status.success() {
+        let head = String::from_utf8_lossy(&o.stdout).trim().to_string();
+        assert!(c == head || c == format!("{head}-dirty"), "built from {c}, HEAD is {head}");
+    } else {
+        assert_eq!(c, "unknown");
+    }
+}

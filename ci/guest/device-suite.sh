@@ -90,16 +90,6 @@ fi
 # ---- end of the embedding block ---------------------------------------------
 
 # ============================================================================
-# fabtests (issue 22, ci/guest/fabtests.sh): the 2.1 core's runfabtests.sh,
-# quick selection, no exclude list, for verbs and verbs;ofi_rxm over rsverbs.
-# Runs when no test filter is given or the filter names "fabtests".
-# ----------------------------------------------------------------------------
-if [ "$SUITE_PROVIDER" = rsverbs ] && { [ $# -eq 0 ] || printf '%s\n' "$@" | grep -qx fabtests; }; then
-  . "$(dirname "${BASH_SOURCE[0]}")/fabtests.sh"
-  suite_fabtests
-fi
-
-# ============================================================================
 # Other libfabric cores (issue 21, ci/guest/cores.sh): rsverbs under each core
 # ci/cores.sh built (2.1.0 in the test command; 1.22.0 and 2.6.0 by hand),
 # with that core's fi_info, fabtests' fi_pingpong and ofi_rxm, and valgrind.
@@ -109,6 +99,28 @@ fi
 if [ "$SUITE_PROVIDER" = rsverbs ] && { [ $# -eq 0 ] || printf '%s\n' "$@" | grep -qx cores; }; then
   . "$(dirname "${BASH_SOURCE[0]}")/cores.sh"
   suite_cores
+fi
+
+# ============================================================================
+# Installation (issue 24, ci/guest/install.sh): ci/install and the .deb of
+# ci/package, used with no FI_PROVIDER_PATH, then removed (the guest's /usr and
+# /var are overlays: nothing reaches the host). Runs when no test filter is
+# given or the filter names "install".
+# ----------------------------------------------------------------------------
+if [ "$SUITE_PROVIDER" = rsverbs ] && { [ $# -eq 0 ] || printf '%s\n' "$@" | grep -qx install; }; then
+  . "$(dirname "${BASH_SOURCE[0]}")/install.sh"
+  suite_install
+fi
+# ---- end of the installation block ------------------------------------------
+
+# ============================================================================
+# fabtests (issue 22, ci/guest/fabtests.sh): the 2.1 core's runfabtests.sh,
+# quick selection, no exclude list, for verbs and verbs;ofi_rxm over rsverbs.
+# Runs when no test filter is given or the filter names "fabtests".
+# ----------------------------------------------------------------------------
+if [ "$SUITE_PROVIDER" = rsverbs ] && { [ $# -eq 0 ] || printf '%s\n' "$@" | grep -qx fabtests; }; then
+  . "$(dirname "${BASH_SOURCE[0]}")/fabtests.sh"
+  suite_fabtests
 fi
 
 # ---- C operation tests (tests/c) -------------------------------------------
