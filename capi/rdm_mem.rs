@@ -242,6 +242,27 @@ pub fn sub_iov(v: &Iov, off: usize, len: usize) -> Iov {
     unsafe { Iov::new(v.addr() + off as u64, len as u32, v.lkey()) }
 }
 
+/// The bytes `off..off + n` of the buffers `iov` (taken as one): hands
+/// `out` the part of each iov that range covers, in order (an RMA operation
+/// split into pieces; `n` within the total).
+pub fn iov_range(iov: &[Iov], off: usize, n: usize, mut out: impl FnMut(Iov)) {
+    let (mut base, mut lo, mut left) = (0usize, off, n);
+    for v in iov {
+        if left == 0 {
+            break;
+        }
+        let vl = v.len() as usize;
+        if lo < base + vl {
+            let o = lo - base;
+            let k = (vl - o).min(left);
+            out(sub_iov(v, o, k));
+            lo += k;
+            left -= k;
+        }
+        base += vl;
+    }
+}
+
 /// An `Iov` with the same memory as `v` and another local key (a provider
 /// registration covering it).
 pub fn rekey_iov(v: &Iov, lkey: u32) -> Iov {

@@ -125,6 +125,10 @@ CTESTS=(
   rdm_inject_burst:rdm_inject_burst
   rdm_idle_peers:rdm_idle_peers
   rdm_inject_fail:rdm_inject_fail
+  # issue 25: transfers longer than the device's largest message
+  rdm_bigrma:rdm_bigrma
+  rdm_bigrma_kill:rdm_bigrma:kill
+  msg_bigrma:msg_bigrma
   # issue 4 (completion and progress)
   cntr_msg:cntr_msg
   cntr_rdm:cntr_rdm

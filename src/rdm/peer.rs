@@ -65,10 +65,26 @@ pub enum Out {
     WriteData { payload: Payload, raddr: u64, rkey: u32, imm: u32, done: TxDone },
 }
 
-/// One RDMA READ of a rendezvous receive (or part of one).
+/// What a queued piece (`Peer::reads`) belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PieceKind {
+    /// An RDMA READ of a rendezvous receive (`Net::reads`).
+    RndvRead,
+    /// An RDMA READ of an RMA read longer than the device's largest message (`Net::splits`).
+    RmaRead,
+    /// An RDMA WRITE of such an RMA write (`Net::splits`).
+    RmaWrite,
+}
+
+/// One RDMA READ of a rendezvous receive (or part of one), or one piece of
+/// an RMA operation longer than the device's largest message: both wait in
+/// `Peer::reads` and are posted under the same bound (`Geo::reads_out`).
 #[derive(Clone, Copy)]
 pub struct ReadPiece {
+    /// The rendezvous receive's `Net::reads` key, or the split RMA's
+    /// `Net::splits` key (one id space).
     pub read_id: u64,
+    pub kind: PieceKind,
     pub local: Iov,
     pub raddr: u64,
     pub rkey: u32,
@@ -119,6 +135,7 @@ impl RmaOp {
 /// What a posted work request on the send queue stands for (besides send slots).
 #[derive(Debug)]
 pub enum WrOp {
+    /// A piece (`ReadPiece`): of a rendezvous read or of a split RMA, by id.
     Read(u64),
     Rma(TxDone),
 }
@@ -280,6 +297,12 @@ pub struct Peer {
     /// Messages waiting for the connection (moved into `flow` when it is up).
     pub pre: VecDeque<Out>,
     pub reads: VecDeque<ReadPiece>,
+    /// Of `reads`, the pieces of split RMA operations, and of those the
+    /// writes. While any RMA piece waits, later RMA waits behind it (RMA
+    /// ordering); while a write piece waits, messages do too (send after
+    /// write: a message leaves after every piece of an earlier write).
+    pub rma_pieces: usize,
+    pub write_pieces: usize,
     pub rma: VecDeque<RmaOp>,
     pub next_msg_id: u64,
     /// The peer's incarnation from its HELLO (0 until a connection told us).
@@ -313,12 +336,39 @@ impl Peer {
             rx_bank: None,
             pre: VecDeque::new(),
             reads: VecDeque::new(),
+            rma_pieces: 0,
+            write_pieces: 0,
             rma: VecDeque::new(),
             next_msg_id: 1,
             incarnation: 0,
             eager_limit: usize::MAX,
             src_cache: (0, 0),
             pending: false,
+        }
+    }
+
+    /// Queues the pieces of a rendezvous read or of a split RMA.
+    pub fn push_pieces(&mut self, pieces: impl IntoIterator<Item = ReadPiece>) {
+        for p in pieces {
+            self.count_piece(p.kind, true);
+            self.reads.push_back(p);
+        }
+    }
+
+    /// The next queued piece (to be posted now).
+    pub fn pop_piece(&mut self) -> Option<ReadPiece> {
+        let p = self.reads.pop_front()?;
+        self.count_piece(p.kind, false);
+        Some(p)
+    }
+
+    fn count_piece(&mut self, kind: PieceKind, add: bool) {
+        let step = |n: &mut usize| *n = if add { *n + 1 } else { n.saturating_sub(1) };
+        if kind != PieceKind::RndvRead {
+            step(&mut self.rma_pieces);
+        }
+        if kind == PieceKind::RmaWrite {
+            step(&mut self.write_pieces);
         }
     }
 
@@ -366,6 +416,20 @@ pub struct RndvSend {
     /// kept until FIN/NACK. Dropped after `tmp` (field order), so never
     /// freed while registered.
     pub owned: Vec<u8>,
+}
+
+/// An RMA operation longer than the device's largest message, moving as
+/// pieces (`PieceKind::RmaRead`/`RmaWrite`) of at most `Geo::max_chunk`
+/// bytes: one completion when every piece is done, with the first error.
+pub struct SplitRma {
+    pub done: TxDone,
+    /// Pieces not yet completed.
+    pub left: usize,
+    pub err: Option<i32>,
+    /// `fi_writedata`: the last piece is an RDMA WRITE with immediate data,
+    /// queued as a message (`Out::WriteData`, which owns `done`) behind the
+    /// other pieces: then this record reports nothing itself.
+    pub reports: bool,
 }
 
 /// A rendezvous receive whose RDMA READs are running.
