@@ -17,6 +17,10 @@
  *  - a split write whose remote key covers only its first 12 of 24 MiB: one
  *    error completion, nothing more (the pieces after the failed one flush).
  *
+ * "rdm_bigrma rxm" (test rdm_bigrma_rxm): the same, named for the suite's
+ * run through "verbs;ofi_rxm" (libfabric's rxm over rsverbs' MSG endpoints,
+ * which passes the RMA, and its rendezvous reads, to them whole).
+ *
  * "rdm_bigrma kill" (test rdm_bigrma_kill): the server posts a 32 MiB write
  * and a 32 MiB read to the client, then SIGKILLs it: each has exactly one
  * completion, an error, within BOUND_MS, and nothing else comes.
@@ -281,8 +285,12 @@ static void kill_client(uint8_t *buf, struct fid_mr *mr)
 
 int main(int argc, char **argv)
 {
+	/* an argument names the variant: "kill", or "rxm" (the same test, run
+	 * through libfabric's ofi_rxm over rsverbs' MSG endpoints by the suite) */
 	bool kill_mode = argc > 1 && strcmp(argv[1], "kill") == 0;
-	bool srv = test_start(kill_mode ? "rdm_bigrma_kill" : "rdm_bigrma");
+	char name[64];
+	snprintf(name, sizeof(name), "rdm_bigrma%s%s", argc > 1 ? "_" : "", argc > 1 ? argv[1] : "");
+	bool srv = test_start(name);
 	rdm_open(&r, FI_MSG | FI_TAGGED | FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE);
 	rdm_exchange(&r, true);
 	logmsg("max_msg_size %zu", r.info->ep_attr->max_msg_size);
