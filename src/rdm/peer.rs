@@ -648,6 +648,25 @@ mod tests {
         assert_eq!(p.eager_limit, 0);
     }
 
+    /// The counts that hold later RMA (any RMA piece queued) and messages
+    /// (a write piece queued) follow the queue, whatever is mixed in it.
+    #[test]
+    fn queued_rma_pieces_are_counted_until_posted() {
+        let local = crate::capi::rdm_mem::test_iov(4096, 8, 1);
+        let piece = |read_id, kind| ReadPiece { read_id, kind, local, raddr: 0, rkey: 0 };
+        let mut p = Peer::new(a("10.0.0.1:7"));
+        p.push_pieces([piece(1, PieceKind::RndvRead), piece(2, PieceKind::RmaWrite), piece(2, PieceKind::RmaWrite)]);
+        p.push_pieces([piece(3, PieceKind::RmaRead)]);
+        assert_eq!((p.rma_pieces, p.write_pieces), (3, 2));
+        let order: Vec<_> = std::iter::from_fn(|| {
+            let x = p.pop_piece()?;
+            Some((x.read_id, p.rma_pieces, p.write_pieces))
+        })
+        .collect();
+        assert_eq!(order, vec![(1, 3, 2), (2, 2, 1), (2, 1, 0), (3, 0, 0)], "FIFO, counts after each post");
+        assert!(p.pop_piece().is_none() && p.nothing_queued());
+    }
+
     #[test]
     fn wr_ids_roundtrip() {
         for kind in [WrKind::Recv, WrKind::Send, WrKind::Op] {
