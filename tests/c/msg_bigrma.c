@@ -17,6 +17,7 @@
  *    operation), nothing more.
  */
 #include "common.h"
+#include "bigpat.h"
 
 #include <stdlib.h>
 
@@ -64,11 +65,13 @@ static void server(void)
 		size_t s = sizes[k];
 		memset(buf, 0, BUFSZ);
 		oob_signal(10 + k);
+		big_rearm();
 		oob_wait(20 + k);
-		expect_pattern(buf, s, 1 + k, "RMA write at the target");
+		big_expect(buf, s, 1 + k, "RMA write at the target");
 		expect_zero(buf + s, 4096, "RMA write");
-		fill_pattern(buf, s, 50 + k);
+		big_fill(buf, s, 50 + k);
 		oob_signal(30 + k);
+		big_rearm();
 		oob_wait(40 + k);
 		logmsg("server: %zu-byte write checked, read served", s);
 	}
@@ -79,10 +82,11 @@ static void server(void)
 	EXPECT(c.op_context == &rctx[0], "writedata: op_context %p", c.op_context);
 	EXPECT((c.flags & FI_REMOTE_CQ_DATA) && c.data == 0xbeef, "writedata: flags %#llx data %#llx",
 	       (unsigned long long)c.flags, (unsigned long long)c.data);
-	expect_pattern(buf, 16 * MIB + 4, 60, "writedata payload when its CQ data arrived");
+	big_expect(buf, 16 * MIB + 4, 60, "writedata payload when its CQ data arrived");
 	expect_zero(buf + 16 * MIB + 4, 4096, "writedata");
 	logmsg("server: writedata checked");
 	oob_signal(60);
+	big_rearm();
 	oob_wait(70);
 	mr_close(part);
 	mr_close(mr);
@@ -126,8 +130,9 @@ static void client(void)
 	for (int k = 0; k < 3; k++) {
 		size_t s = sizes[k];
 		char what[96];
+		big_rearm();
 		oob_wait(10 + k);
-		fill_pattern(buf, s, 1 + k);
+		big_fill(buf, s, 1 + k);
 		snprintf(what, sizeof(what), "write of %zu bytes", s);
 		if (k == 1) {
 			struct iovec iov[3] = { { buf, 3 * MIB + 5 }, { buf + 3 * MIB + 5, 7 * MIB - 9 },
@@ -142,6 +147,7 @@ static void client(void)
 		}
 		tx_one(&t, &sctx[1 + k], FI_RMA | FI_WRITE, what);
 		oob_signal(20 + k);
+		big_rearm();
 		oob_wait(30 + k);
 		memset(buf, 0, BUFSZ);
 		snprintf(what, sizeof(what), "read of %zu bytes", s);
@@ -156,18 +162,20 @@ static void client(void)
 			CHK(fi_readmsg(t.ep, &m, FI_COMPLETION));
 		}
 		tx_one(&t, &sctx[5 + k], FI_RMA | FI_READ, what);
-		expect_pattern(buf, s, 50 + k, what);
+		big_expect(buf, s, 50 + k, what);
 		expect_zero(buf + s, 4096, what);
 		logmsg("client: %zu bytes written and read back", s);
 		oob_signal(40 + k);
 	}
+	big_rearm();
 	oob_wait(50);
-	fill_pattern(buf, 16 * MIB + 4, 60);
+	big_fill(buf, 16 * MIB + 4, 60);
 	CHK(fi_writedata(t.ep, buf, 16 * MIB + 4, desc, 0xbeef, 0, ri.addr, ri.key, &sctx[9]));
 	tx_one(&t, &sctx[9], FI_RMA | FI_WRITE, "writedata of 16 MiB + 4");
+	big_rearm();
 	oob_wait(60);
 	/* a split write failing in its middle (last: it breaks the connection) */
-	fill_pattern(buf, 24 * MIB, 90);
+	big_fill(buf, 24 * MIB, 90);
 	CHK(fi_write(t.ep, buf, 24 * MIB, desc, 0, rp.addr, rp.key, &sctx[10]));
 	struct fi_cq_data_entry c;
 	struct fi_cq_err_entry err;

@@ -26,6 +26,7 @@
  * completion, an error, within BOUND_MS, and nothing else comes.
  */
 #include "rdm_common.h"
+#include "bigpat.h"
 
 #include <signal.h>
 #include <sys/wait.h>
@@ -77,11 +78,13 @@ static void server(uint8_t *buf, struct fid_mr *mr, void *desc)
 		size_t s = sizes[k];
 		memset(buf, 0, BUFSZ);
 		oob_signal(10 + k);
+		big_rearm();
 		oob_wait(20 + k); /* the client's write completed */
-		expect_pattern(buf, s, 1 + k, "RMA write at the target");
+		big_expect(buf, s, 1 + k, "RMA write at the target");
 		expect_zero(buf + s, 4096, "RMA write");
-		fill_pattern(buf, s, 50 + k);
+		big_fill(buf, s, 50 + k);
 		oob_signal(30 + k);
+		big_rearm();
 		oob_wait(40 + k);
 		logmsg("server: %zu-byte write checked, read served", s);
 	}
@@ -90,7 +93,7 @@ static void server(uint8_t *buf, struct fid_mr *mr, void *desc)
 	oob_signal(50);
 	rdm_expect(r.rxcq, NULL, FI_RMA | FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA, &e, "writedata at the target");
 	EXPECT(e.data == 0xbeef, "writedata: data %#llx", (unsigned long long)e.data);
-	expect_pattern(buf, 16 * MIB + 4, 60, "writedata payload when its CQ data arrived");
+	big_expect(buf, 16 * MIB + 4, 60, "writedata payload when its CQ data arrived");
 	expect_zero(buf + 16 * MIB + 4, 4096, "writedata");
 	logmsg("server: writedata checked");
 	/* 16 MiB sends, untagged into buf, tagged into buf + 32 MiB */
@@ -103,8 +106,8 @@ static void server(uint8_t *buf, struct fid_mr *mr, void *desc)
 	rdm_expect(r.rxcq, (void *)72, FI_RECV | FI_TAGGED, &e, "16 MiB tagged send");
 	EXPECT(e.len == 16 * MIB && e.tag == 0x77, "16 MiB tagged send: len %zu tag %#llx", e.len,
 	       (unsigned long long)e.tag);
-	expect_pattern(buf, 16 * MIB, 70, "16 MiB send");
-	expect_pattern(buf + 32 * MIB, 16 * MIB, 71, "16 MiB tagged send");
+	big_expect(buf, 16 * MIB, 70, "16 MiB send");
+	big_expect(buf + 32 * MIB, 16 * MIB, 71, "16 MiB tagged send");
 	logmsg("server: 16 MiB sends checked");
 	/* Mercury: an eager RPC header, then one fi_readmsg of its payload */
 	uint8_t *hb = buf + BIG;
@@ -123,12 +126,13 @@ static void server(uint8_t *buf, struct fid_mr *mr, void *desc)
 		RETRY(&r, fi_readmsg(r.ep, &m, FI_COMPLETION));
 	}
 	tx_one((void *)82, FI_RMA | FI_READ, "RPC pull (fi_readmsg)");
-	expect_pattern(buf, 8 * MIB + 4, 80, "RPC payload pulled");
+	big_expect(buf, 8 * MIB + 4, 80, "RPC payload pulled");
 	expect_zero(buf + 8 * MIB + 4, 4096, "RPC pull");
 	memcpy(hb, "done", 4);
 	RETRY(&r, fi_send(r.ep, hb, 4, desc, r.peer, (void *)83));
 	tx_one((void *)83, FI_SEND | FI_MSG, "RPC response");
 	logmsg("server: Mercury-shaped RPC served");
+	big_rearm();
 	oob_wait(80);
 	rdm_progress_stop();
 	mr_close(part);
@@ -143,8 +147,9 @@ static void client(uint8_t *buf, void *desc)
 	for (int k = 0; k < 3; k++) {
 		size_t s = sizes[k];
 		char what[96];
+		big_rearm();
 		oob_wait(10 + k);
-		fill_pattern(buf, s, 1 + k);
+		big_fill(buf, s, 1 + k);
 		void *ctx = (void *)(uintptr_t)(100 + k);
 		snprintf(what, sizeof(what), "write of %zu bytes", s);
 		if (k == 1) {
@@ -162,6 +167,7 @@ static void client(uint8_t *buf, void *desc)
 		}
 		tx_one(ctx, FI_RMA | FI_WRITE, what);
 		oob_signal(20 + k);
+		big_rearm();
 		oob_wait(30 + k);
 		memset(buf, 0, BUFSZ);
 		ctx = (void *)(uintptr_t)(110 + k);
@@ -178,18 +184,20 @@ static void client(uint8_t *buf, void *desc)
 			RETRY(&r, fi_readmsg(r.ep, &m, FI_COMPLETION));
 		}
 		tx_one(ctx, FI_RMA | FI_READ, what);
-		expect_pattern(buf, s, 50 + k, what);
+		big_expect(buf, s, 50 + k, what);
 		expect_zero(buf + s, 4096, what);
 		logmsg("client: %zu bytes written and read back", s);
 		oob_signal(40 + k);
 	}
+	big_rearm();
 	oob_wait(50);
-	fill_pattern(buf, 16 * MIB + 4, 60);
+	big_fill(buf, 16 * MIB + 4, 60);
 	RETRY(&r, fi_writedata(r.ep, buf, 16 * MIB + 4, desc, 0xbeef, r.peer, ri.addr, ri.key, (void *)120));
 	tx_one((void *)120, FI_RMA | FI_WRITE, "writedata of 16 MiB + 4");
+	big_rearm();
 	oob_wait(60);
-	fill_pattern(buf, 16 * MIB, 70);
-	fill_pattern(buf + 32 * MIB, 16 * MIB, 71);
+	big_fill(buf, 16 * MIB, 70);
+	big_fill(buf + 32 * MIB, 16 * MIB, 71);
 	RETRY(&r, fi_send(r.ep, buf, 16 * MIB, desc, r.peer, (void *)121));
 	RETRY(&r, fi_tsend(r.ep, buf + 32 * MIB, 16 * MIB, desc, r.peer, 0x77, (void *)122));
 	for (int n = 0; n < 2; n++) {
@@ -199,9 +207,10 @@ static void client(uint8_t *buf, void *desc)
 	}
 	cq_expect_empty(r.txcq, 50, "16 MiB sends");
 	/* Mercury: the header (eager), the payload pulled by the server */
+	big_rearm();
 	oob_wait(70);
 	uint8_t *hb = buf + BIG;
-	fill_pattern(buf, 8 * MIB + 4, 80);
+	big_fill(buf, 8 * MIB + 4, 80);
 	RETRY(&r, fi_recv(r.ep, hb + 64, 64, desc, FI_ADDR_UNSPEC, (void *)131));
 	struct hdr h = { (r.info->domain_attr->mr_mode & FI_MR_VIRT_ADDR) ? (uint64_t)(uintptr_t)buf : 0, client_key,
 			 8 * MIB + 4 };
@@ -212,7 +221,7 @@ static void client(uint8_t *buf, void *desc)
 	EXPECT(e.len == 4 && memcmp(hb + 64, "done", 4) == 0, "RPC response: len %zu", e.len);
 	logmsg("client: RPC answered");
 	/* a split write failing in its middle: one error completion */
-	fill_pattern(buf, 24 * MIB, 90);
+	big_fill(buf, 24 * MIB, 90);
 	RETRY(&r, fi_write(r.ep, buf, 24 * MIB, desc, r.peer, rp.addr, rp.key, (void *)140));
 	struct fi_cq_err_entry err;
 	fi_addr_t src;
@@ -235,7 +244,7 @@ static void kill_server(uint8_t *buf, void *desc)
 	/* connect first: a small read */
 	RETRY(&r, fi_read(r.ep, buf, 4096, desc, r.peer, ri.addr, ri.key, (void *)9));
 	rdm_expect(r.txcq, (void *)9, FI_RMA | FI_READ, &e0, "small read");
-	fill_pattern(buf, 32 * MIB, 3);
+	big_fill(buf, 32 * MIB, 3);
 	RETRY(&r, fi_write(r.ep, buf, 32 * MIB, desc, r.peer, ri.addr, ri.key, (void *)1));
 	RETRY(&r, fi_read(r.ep, buf + 32 * MIB, 32 * MIB, desc, r.peer, ri.addr + 32 * MIB, ri.key, (void *)2));
 	/* let the first pieces go, then kill (32 MiB take far longer on rxe) */
