@@ -242,6 +242,34 @@ pub fn sub_iov(v: &Iov, off: usize, len: usize) -> Iov {
     unsafe { Iov::new(v.addr() + off as u64, len as u32, v.lkey()) }
 }
 
+/// The bytes `off..off + n` of the buffers `iov` (taken as one): hands
+/// `out` the part of each iov that range covers, in order (an RMA operation
+/// split into pieces; `n` within the total).
+pub fn iov_range(iov: &[Iov], off: usize, n: usize, mut out: impl FnMut(Iov)) {
+    let (mut base, mut lo, mut left) = (0usize, off, n);
+    for v in iov {
+        if left == 0 {
+            break;
+        }
+        let vl = v.len() as usize;
+        if lo < base + vl {
+            let o = lo - base;
+            let k = (vl - o).min(left);
+            out(sub_iov(v, o, k));
+            lo += k;
+            left -= k;
+        }
+        base += vl;
+    }
+}
+
+/// An `Iov` for tests of the safe core that only look at its fields.
+#[cfg(test)]
+pub fn test_iov(addr: u64, len: u32, lkey: u32) -> Iov {
+    // SAFETY: tests never post it nor dereference its address.
+    unsafe { Iov::new(addr, len, lkey) }
+}
+
 /// An `Iov` with the same memory as `v` and another local key (a provider
 /// registration covering it).
 pub fn rekey_iov(v: &Iov, lkey: u32) -> Iov {
@@ -264,6 +292,32 @@ pub fn coarse_ms() -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn iov_range_cuts_pieces_at_iov_bounds() {
+        // SAFETY: the Iovs are only compared, never dereferenced.
+        let iovs = unsafe { [Iov::new(1000, 10, 7), Iov::new(5000, 5, 8), Iov::new(9000, 20, 9)] };
+        let got = |off, n| {
+            let mut v = Vec::new();
+            iov_range(&iovs, off, n, |x| v.push((x.addr(), x.len(), x.lkey())));
+            v
+        };
+        assert_eq!(got(0, 35), vec![(1000, 10, 7), (5000, 5, 8), (9000, 20, 9)], "the whole");
+        assert_eq!(got(3, 4), vec![(1003, 4, 7)], "inside one iov");
+        assert_eq!(got(8, 10), vec![(1008, 2, 7), (5000, 5, 8), (9000, 3, 9)], "across three");
+        assert_eq!(got(10, 5), vec![(5000, 5, 8)], "exactly one iov");
+        assert_eq!(got(34, 1), vec![(9019, 1, 9)], "the last byte");
+        assert_eq!(got(12, 0), vec![], "nothing");
+        // Consecutive pieces cover the whole without gaps or overlaps.
+        let mut all = Vec::new();
+        for off in (0..35).step_by(4) {
+            all.extend(got(off, 4.min(35 - off)));
+        }
+        let bytes: usize = all.iter().map(|x| x.1 as usize).sum();
+        assert_eq!(bytes, 35);
+        assert_eq!(all.first(), Some(&(1000, 4, 7)));
+        assert_eq!(all.last(), Some(&(9017, 3, 9)));
+    }
 
     #[test]
     fn copies_scatter_and_gather_across_iovs() {

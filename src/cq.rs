@@ -91,6 +91,9 @@ pub struct QpCounters {
     /// Unsignalled requests posted since the last signalled inject absorbed them.
     unsig: AtomicUsize,
     unsig_batch: usize,
+    /// The verbs status of a failed piece of a split RMA (`Cq::piece_wr_id`),
+    /// 0 if none: the operation's last request, flushed behind it, reports it.
+    piece_err: std::sync::atomic::AtomicU32,
 }
 
 impl QpCounters {
@@ -104,6 +107,7 @@ impl QpCounters {
             cntrs: CntrSet::default(),
             unsig: AtomicUsize::new(0),
             unsig_batch,
+            piece_err: std::sync::atomic::AtomicU32::new(0),
         }
     }
 
@@ -591,6 +595,16 @@ impl Cq {
         }
     }
 
+    /// Work-request id of a piece of an RMA operation split into several
+    /// requests (MSG endpoints, `MsgEp::post_tx`): signaled, its completion
+    /// gives back its own credit and reports nothing, and counts nothing —
+    /// the operation's last request does. A piece that fails leaves its
+    /// status for that last request (`QpCounters::piece_err`), which the
+    /// failure flushes. (batch and indirect together: no other id has both.)
+    pub fn piece_wr_id(kind: OpKind) -> u64 {
+        WrId { kind, ctx: 1, indirect: true, silent: true, batch: true }.encode()
+    }
+
     /// Encodes a work-request id for an operation completing on this CQ.
     pub fn wr_id(&self, kind: OpKind, ctx: u64, silent: bool) -> u64 {
         if ctx <= CTX_MASK {
@@ -666,6 +680,27 @@ impl Cq {
             return None;
         };
         self.give_back(cache, wc, &id);
+        let mut status = wc.status();
+        if id.batch && id.indirect {
+            // A piece of a split RMA (`piece_wr_id`): its operation's last
+            // request reports and counts, once, for all of them.
+            if status != wc_status::SUCCESS && status != wc_status::WR_FLUSH_ERR {
+                tracing::info!("cq: a piece of a split {:?} failed: {} (vendor error {:#x})", id.kind, wc.status_str(), wc.vendor_err());
+                if let Some((_, q)) = cache.as_ref() {
+                    let _ = q.piece_err.compare_exchange(0, status, Ordering::AcqRel, Ordering::Acquire);
+                }
+            }
+            return None;
+        }
+        if status == wc_status::WR_FLUSH_ERR && matches!(id.kind, OpKind::Read | OpKind::Write) {
+            // The last request of a split RMA flushed behind its failed piece: that failure is its.
+            if let Some((_, q)) = cache.as_ref() {
+                let e = q.piece_err.swap(0, Ordering::AcqRel);
+                if e != 0 {
+                    status = e;
+                }
+            }
+        }
         if let Some((_, q)) = cache.as_ref() {
             // Counters count every completion, silent or not (fi_cntr(3)); a
             // remote write with data that consumed a receive is not a receive.
@@ -681,8 +716,8 @@ impl Cq {
             }
         }
         let ctx = Self::resolve_ctx(st, &id);
-        if wc.status() != wc_status::SUCCESS {
-            let err = status_to_err(wc.status());
+        if status != wc_status::SUCCESS {
+            let err = status_to_err(status);
             if wc.status() != wc_status::WR_FLUSH_ERR {
                 tracing::info!("cq: {:?} failed: {} (vendor error {:#x})", id.kind, wc.status_str(), wc.vendor_err());
             }
@@ -690,7 +725,7 @@ impl Cq {
                 op_context: ctx,
                 flags: id.kind.flags(),
                 err,
-                prov_errno: wc.status() as i32,
+                prov_errno: status as i32,
                 ..Default::default()
             }));
         }

@@ -602,12 +602,15 @@ impl MsgEp {
         if iov.len() > self.info.tx.iov_limit.max(1) {
             return crate::fail!(FiError::INVAL, "too many iovs: {} > iov_limit {}", iov.len(), self.info.tx.iov_limit);
         }
-        if total > self.info.ep.max_msg_size {
-            return crate::fail!(FiError::MSGSIZE, "message of {total} bytes exceeds max_msg_size {}", self.info.ep.max_msg_size);
-        }
         let Some(cq) = &p.tx_cq else {
             return crate::fail!(FiError::NOCQ, "no transmit CQ bound");
         };
+        if total > self.info.ep.max_msg_size {
+            if matches!(kind, OpKind::Read | OpKind::Write) && flags & FI_INJECT == 0 {
+                return self.post_split(p, qp, cq, op, kind, iov, descs_ok, total, ctx, flags, no_completion);
+            }
+            return crate::fail!(FiError::MSGSIZE, "message of {total} bytes exceeds max_msg_size {}", self.info.ep.max_msg_size);
+        }
         let inject = flags & FI_INJECT != 0;
         let mut vflags = send_flags::SIGNALED;
         if inject || (total <= p.inline_max && matches!(kind, OpKind::Send | OpKind::Write)) {
@@ -652,6 +655,90 @@ impl MsgEp {
             p.credits.give_tx();
             Self::post_err(e, "send queue")
         })
+    }
+
+    /// Posts an RMA operation longer than `max_msg_size` (the device's
+    /// largest message) as several requests of at most that size, all at
+    /// once (each takes a place in the send queue: the operation needs at
+    /// most `tx_attr->size` of them, else `-FI_EMSGSIZE`; fewer free:
+    /// `-FI_EAGAIN`). The pieces report nothing (`Cq::piece_wr_id`); the last
+    /// request, posted after them on the same QP, completes after them and
+    /// reports the operation, once, with the first piece's error if one
+    /// failed. `fi_writedata`: the last request carries the data.
+    #[allow(clippy::too_many_arguments)]
+    fn post_split(
+        &self,
+        p: &Path,
+        qp: &crate::verbs::Qp,
+        cq: &Cq,
+        op: SendOp,
+        kind: OpKind,
+        iov: &[Iov],
+        descs_ok: bool,
+        total: usize,
+        ctx: u64,
+        flags: u64,
+        no_completion: bool,
+    ) -> FiResult<()> {
+        let piece = self.info.ep.max_msg_size.max(1);
+        let n = total.div_ceil(piece);
+        if n > p.credits.tx_max {
+            return crate::fail!(
+                FiError::MSGSIZE,
+                "RMA of {total} bytes needs {n} requests of at most max_msg_size {piece}, more than the send queue holds ({})",
+                p.credits.tx_max
+            );
+        }
+        if !descs_ok {
+            return crate::fail!(FiError::INVAL, "missing memory descriptor for a {total}-byte buffer (FI_MR_LOCAL)");
+        }
+        let (raddr, rkey) = match op {
+            SendOp::Read { raddr, rkey } | SendOp::Write { raddr, rkey } | SendOp::WriteImm { raddr, rkey, .. } => (raddr, rkey),
+            _ => return crate::fail!(FiError::INVAL, "only RMA reads and writes are split"),
+        };
+        // Every piece's place in the send queue, or none.
+        let take = |want: usize| (0..want).take_while(|_| p.credits.take_tx()).count();
+        let mut got = take(n);
+        if got < n {
+            cq.progress();
+            got += take(n - got);
+            if got < n {
+                for _ in 0..got {
+                    p.credits.give_tx();
+                }
+                return Err(FiError::AGAIN);
+            }
+        }
+        let silent = no_completion || (p.tx_selective && flags & FI_COMPLETION == 0);
+        let mut sges: smallvec::SmallVec<[Iov; 4]> = smallvec::SmallVec::new();
+        for i in 0..n {
+            let off = i * piece;
+            let len = piece.min(total - off);
+            let ra = raddr.wrapping_add(off as u64);
+            sges.clear();
+            crate::capi::rdm_mem::iov_range(iov, off, len, |v| sges.push(v));
+            let last = i + 1 == n;
+            let pop = match op {
+                SendOp::Read { .. } => SendOp::Read { raddr: ra, rkey },
+                SendOp::WriteImm { imm, .. } if last => SendOp::WriteImm { raddr: ra, rkey, imm },
+                _ => SendOp::Write { raddr: ra, rkey },
+            };
+            let mut vflags = send_flags::SIGNALED;
+            if i == 0 && flags & FI_FENCE != 0 {
+                vflags |= send_flags::FENCE;
+            }
+            let wr_id = if last { cq.wr_id(kind, ctx, silent) } else { Cq::piece_wr_id(kind) };
+            if let Err(e) = qp.post_send(wr_id, pop, &sges, vflags) {
+                // The pieces posted complete by themselves (their credits
+                // come back then); the rest of the places are free now.
+                for _ in i..n {
+                    p.credits.give_tx();
+                }
+                return Err(Self::post_err(e, "send queue"));
+            }
+        }
+        tracing::debug!("RMA of {total} bytes posted as {n} requests");
+        Ok(())
     }
 
     /// Posts a receive.

@@ -14,6 +14,8 @@
 #   CTEST_BIN=DIR                     use prebuilt C tests from DIR instead of
 #                                     building tests/c into $LAB_OUT/bin
 #   TEST_PROVIDER                     prov_name the C tests ask for (verbs)
+#   CTEST_LEAKS="t1 t2:arg"           with "leaks" selected: only these of
+#                                     the LeakSanitizer list
 # Optional arguments restrict the C tests to the named ones
 # (e.g. msg_rma msg_shutdown_abort).
 #
@@ -159,6 +161,10 @@ CTESTS=(
   rdm_inject_burst:rdm_inject_burst
   rdm_idle_peers:rdm_idle_peers
   rdm_inject_fail:rdm_inject_fail
+  # issue 25: transfers longer than the device's largest message
+  rdm_bigrma:rdm_bigrma
+  rdm_bigrma_kill:rdm_bigrma:kill
+  msg_bigrma:msg_bigrma
   # issue 4 (completion and progress)
   cntr_msg:cntr_msg
   cntr_rdm:cntr_rdm
@@ -284,6 +290,9 @@ fi
 # (truncated receive's err.len, FI_DISCARD's len, which atomics are valid).
 RXM_CTESTS=(
   rxm_mercury_info:rxm_mercury_info
+  # issue 25: Mercury's bulk sizes through rxm (its RMA and rendezvous reads
+  # reach rsverbs' MSG endpoints whole, longer than the device's limit)
+  rdm_bigrma_rxm:rdm_bigrma:rxm
 )
 if [ "$SUITE_PROVIDER" = rsverbs ]; then
   for entry in "${RXM_CTESTS[@]}"; do
@@ -312,9 +321,13 @@ REL_LSAN_TESTS=(msg_connect msg_sendrecv msg_rma msg_shutdown cntr_msg rdm_sendr
   # peers killed, restarted or disconnected behind our back, many peers,
   # full queues: what failing connections and graves free
   rdm_peerkill rdm_restart rdm_inject_fail msg_peerkill rdm_manypeers fault_queues
+  # transfers longer than the device's largest message, and a peer killed in one
+  rdm_bigrma msg_bigrma rdm_bigrma:kill
   # threads posting and polling one endpoint (BINARY:ARG runs BINARY ARG,
   # as test BINARY_ARG; a shorter soak than the suite's own entries)
   soak_threads:msg soak_threads:rdm)
+# CTEST_LEAKS="a b:arg ..." (environment) runs only those entries.
+[ -n "${CTEST_LEAKS:-}" ] && read -r -a REL_LSAN_TESTS <<<"$CTEST_LEAKS"
 # Prebuilt: $CTEST_BIN/asan (CFLAGS="-std=gnu11 -O1 -g -fsanitize=address
 # -fno-omit-frame-pointer" tests/c/build.sh $CTEST_BIN/asan), else built here
 # (slow under TCG).

@@ -39,7 +39,7 @@ use super::proto::{self, Envelope, Hello, Message, Segment};
 use super::{RdmConfig, FAULT_LOSE_DISCONNECT_ENV};
 use crate::av::Av;
 use crate::capi::consts::*;
-use crate::capi::rdm_mem::{copy_to_iovs, sub_iov, RegBuf};
+use crate::capi::rdm_mem::{copy_to_iovs, iov_range, sub_iov, RegBuf};
 use crate::cntr::{Cntr, CntrBinds, CntrSet};
 use crate::cq::{Completion, Cq, CqErr, Progress};
 use crate::domain::Domain;
@@ -235,6 +235,9 @@ struct Net {
     /// Rendezvous requests the matcher holds, by our local id: (peer, its msg_id).
     rndv_in: HashMap<u64, (SocketAddr, u64)>,
     reads: HashMap<u64, ReadOp>,
+    /// RMA operations longer than the device's largest message, moving in
+    /// pieces (same id space as `reads`: `next_read`).
+    splits: HashMap<u64, SplitRma>,
     next_conn: u32,
     next_lid: u64,
     next_read: u64,
@@ -700,6 +703,7 @@ impl RdmEp {
             rndv_sends: HashMap::default(),
             rndv_in: HashMap::default(),
             reads: HashMap::default(),
+            splits: HashMap::default(),
             next_conn: 1,
             next_lid: 1,
             next_read: 1,
@@ -1027,8 +1031,8 @@ impl RdmEp {
         }
         let len: usize = r.iov.iter().map(|v| v.len() as usize).sum();
         let geo = g.net.as_ref().expect("ready").geo;
-        if len > geo.max_rma {
-            return crate::fail!(FiError::MSGSIZE, "RMA: {len} bytes exceed the device's max message size {}", geo.max_rma);
+        if len > self.ctx.max_msg {
+            return crate::fail!(FiError::MSGSIZE, "RMA: {len} bytes exceed max_msg_size {}", self.ctx.max_msg);
         }
         let inject = r.flags & FI_INJECT != 0 || r.no_completion;
         if inject && (r.read || len > self.ctx.inject_size.min(geo.stride)) {
@@ -1046,6 +1050,14 @@ impl RdmEp {
         let addr = g.lookup(r.dest)?;
         let silent = r.no_completion || (tx_sel && r.flags & FI_COMPLETION == 0);
         let done = TxDone { context: r.context, flags: FI_RMA | if r.read { FI_READ } else { FI_WRITE }, silent };
+        if !inject && len > geo.max_rma {
+            // Longer than the device's largest message: in pieces.
+            g.rma_split(&addr, &r, rkey, len, done)?;
+            let ready = g.net.as_ref().and_then(|n| n.peers.get(&addr)).is_some_and(|p| p.ready);
+            g.tx_count += 1;
+            g.post_or_progress(&self.ctx, &addr, ready);
+            return Ok(());
+        }
         if !inject && r.data.is_none() {
             // The common case: connected, nothing queued ahead, a send-queue
             // entry free: onto the wire from the application's buffers.
@@ -1619,7 +1631,7 @@ impl Inner {
                 }
                 let off = lo - base;
                 let n = (vl - off).min(left);
-                pieces.push(ReadPiece { read_id, local: sub_iov(v, off, n), raddr, rkey: ch.rkey });
+                pieces.push(ReadPiece { read_id, kind: PieceKind::RndvRead, local: sub_iov(v, off, n), raddr, rkey: ch.rkey });
                 lo += n;
                 left -= n;
                 raddr += n as u64;
@@ -1634,7 +1646,7 @@ impl Inner {
         }
         net.reads.insert(read_id, ReadOp { d, peer: addr, msg_id, left: pieces.len(), err: None });
         if let Some(p) = net.peers.get_mut(&addr) {
-            p.reads.extend(pieces);
+            p.push_pieces(pieces);
         }
         net.mark(&addr);
     }
@@ -1653,6 +1665,78 @@ impl Inner {
             }
         }
         net.mark(&op.peer);
+    }
+
+    /// Queues an RMA operation longer than the device's largest message
+    /// (`Geo::max_rma`) as pieces of `Geo::max_chunk` bytes (split again at
+    /// the local iovs' bounds), posted as rendezvous reads are: at most
+    /// `Geo::reads_out` in flight per connection. One completion when all
+    /// are done. `fi_writedata`: the last piece carries the data, as an
+    /// RDMA WRITE with immediate data queued behind the others in the
+    /// peer's message queue (which waits until they are posted: the QP
+    /// then delivers the data first).
+    fn rma_split(&mut self, addr: &SocketAddr, r: &RmaReq<'_>, rkey: u32, len: usize, done: TxDone) -> FiResult<()> {
+        let net = self.net.as_mut().expect("ready");
+        let chunk = net.geo.max_chunk;
+        let id = net.next_read;
+        net.next_read += 1;
+        let kind = if r.read { PieceKind::RmaRead } else { PieceKind::RmaWrite };
+        let mut pieces = Vec::with_capacity(len.div_ceil(chunk) + r.iov.len());
+        let mut tail = None;
+        let mut off = 0usize;
+        while off < len {
+            let n = chunk.min(len - off);
+            let raddr = r.raddr.wrapping_add(off as u64);
+            let mut locals = IovVec::new();
+            iov_range(r.iov, off, n, |v| locals.push(v));
+            match r.data {
+                Some(d) if !r.read && off + n == len => {
+                    tail = Some(Out::WriteData { payload: Payload::User(locals), raddr, rkey, imm: d as u32, done });
+                }
+                _ => {
+                    let mut ra = raddr;
+                    for local in locals {
+                        pieces.push(ReadPiece { read_id: id, kind, local, raddr: ra, rkey });
+                        ra = ra.wrapping_add(local.len() as u64);
+                    }
+                }
+            }
+            off += n;
+        }
+        tracing::debug!("rdm: RMA of {len} bytes to {addr} in {} pieces", pieces.len() + usize::from(tail.is_some()));
+        let reports = tail.is_none();
+        let left = pieces.len();
+        let peer = net.peer_or_connect(*addr)?;
+        peer.push_pieces(pieces);
+        if let Some(t) = tail {
+            peer.push(t);
+        }
+        net.splits.insert(id, SplitRma { done, left, err: None, reports });
+        net.mark(addr);
+        Ok(())
+    }
+
+    /// A piece (`ReadPiece`) completed, or failed with its connection: of a
+    /// rendezvous read (whose receive reports `FI_EIO` on any failure), or
+    /// of a split RMA (which reports the first error, once, after all).
+    fn piece_done(&mut self, id: u64, err: Option<i32>) {
+        let Some(net) = &mut self.net else { return };
+        if net.reads.contains_key(&id) {
+            self.read_piece_done(id, err.map(|_| FI_EIO));
+            return;
+        }
+        let Some(s) = net.splits.get_mut(&id) else { return };
+        s.left = s.left.saturating_sub(1);
+        if err.is_some() && s.err.is_none() {
+            s.err = err;
+        }
+        if s.left > 0 {
+            return;
+        }
+        let Some(s) = net.splits.remove(&id) else { return };
+        if s.reports {
+            self.tx_done(s.done, s.err);
+        }
     }
 
     fn read_piece_done(&mut self, read_id: u64, err: Option<i32>) {
@@ -1870,7 +1954,7 @@ impl Inner {
                 match op {
                     Some(WrOp::Read(read_id)) => {
                         res.reads_out = res.reads_out.saturating_sub(1);
-                        self.read_piece_done(read_id, err.map(|_| FI_EIO))
+                        self.piece_done(read_id, err)
                     }
                     Some(WrOp::Rma(done)) => self.tx_done(done, err),
                     None => {}
@@ -2356,15 +2440,23 @@ impl Inner {
             (conn_id, FI_EIO)
         };
         // RDMA READs of rendezvous receives, then RMA: send-queue slots only.
+        // Pieces of split RMA operations go the same way, under the same bound.
         while !res.free_wrs.is_empty() && res.reads_out < geo.reads_out {
-            let Some(p) = peer.reads.pop_front() else { break };
+            let Some(p) = peer.pop_piece() else { break };
             let i = res.free_wrs.pop().expect("checked");
             res.wr_ops.insert(i, WrOp::Read(p.read_id));
             res.reads_out += 1;
-            qp.post_send(wr_id(WrKind::Op, conn_id, i), SendOp::Read { raddr: p.raddr, rkey: p.rkey }, &[p.local], send_flags::SIGNALED)
-                .map_err(fail)?;
+            let op = match p.kind {
+                PieceKind::RmaWrite => SendOp::Write { raddr: p.raddr, rkey: p.rkey },
+                PieceKind::RndvRead | PieceKind::RmaRead => SendOp::Read { raddr: p.raddr, rkey: p.rkey },
+            };
+            qp.post_send(wr_id(WrKind::Op, conn_id, i), op, &[p.local], send_flags::SIGNALED).map_err(fail)?;
         }
-        while let Some(op) = peer.rma.pop_front() {
+        // RMA after a split one waits until all its pieces are posted (the
+        // QP then keeps the order); messages after a split write likewise
+        // (send after write), credits included, which only delays them:
+        // the pieces need nothing from the peer's software to complete.
+        while let Some(op) = if peer.rma_pieces > 0 { None } else { peer.rma.pop_front() } {
             let r = match op {
                 RmaOp::AtomicAdd { raddr, rkey, add, done } => {
                     let Some(s) = send.take(conn_id) else {
@@ -2401,6 +2493,9 @@ impl Inner {
         }
         // Messages: a send slot and flow-control credit each.
         let done_now = &mut out.done;
+        if peer.write_pieces > 0 {
+            return Ok(());
+        }
         let Some(flow) = peer.flow.as_mut() else { return Ok(()) };
         while send.has_free() {
             let Some(o) = flow.next_send(share) else { break };
@@ -2862,7 +2957,7 @@ impl Inner {
             self.tx_done(d, e);
         }
         for r in reads {
-            self.read_piece_done(r, Some(FI_EIO));
+            self.piece_done(r, Some(err));
         }
     }
 }

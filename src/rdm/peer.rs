@@ -65,10 +65,26 @@ pub enum Out {
     WriteData { payload: Payload, raddr: u64, rkey: u32, imm: u32, done: TxDone },
 }
 
-/// One RDMA READ of a rendezvous receive (or part of one).
+/// What a queued piece (`Peer::reads`) belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PieceKind {
+    /// An RDMA READ of a rendezvous receive (`Net::reads`).
+    RndvRead,
+    /// An RDMA READ of an RMA read longer than the device's largest message (`Net::splits`).
+    RmaRead,
+    /// An RDMA WRITE of such an RMA write (`Net::splits`).
+    RmaWrite,
+}
+
+/// One RDMA READ of a rendezvous receive (or part of one), or one piece of
+/// an RMA operation longer than the device's largest message: both wait in
+/// `Peer::reads` and are posted under the same bound (`Geo::reads_out`).
 #[derive(Clone, Copy)]
 pub struct ReadPiece {
+    /// The rendezvous receive's `Net::reads` key, or the split RMA's
+    /// `Net::splits` key (one id space).
     pub read_id: u64,
+    pub kind: PieceKind,
     pub local: Iov,
     pub raddr: u64,
     pub rkey: u32,
@@ -119,6 +135,7 @@ impl RmaOp {
 /// What a posted work request on the send queue stands for (besides send slots).
 #[derive(Debug)]
 pub enum WrOp {
+    /// A piece (`ReadPiece`): of a rendezvous read or of a split RMA, by id.
     Read(u64),
     Rma(TxDone),
 }
@@ -280,6 +297,12 @@ pub struct Peer {
     /// Messages waiting for the connection (moved into `flow` when it is up).
     pub pre: VecDeque<Out>,
     pub reads: VecDeque<ReadPiece>,
+    /// Of `reads`, the pieces of split RMA operations, and of those the
+    /// writes. While any RMA piece waits, later RMA waits behind it (RMA
+    /// ordering); while a write piece waits, messages do too (send after
+    /// write: a message leaves after every piece of an earlier write).
+    pub rma_pieces: usize,
+    pub write_pieces: usize,
     pub rma: VecDeque<RmaOp>,
     pub next_msg_id: u64,
     /// The peer's incarnation from its HELLO (0 until a connection told us).
@@ -313,12 +336,39 @@ impl Peer {
             rx_bank: None,
             pre: VecDeque::new(),
             reads: VecDeque::new(),
+            rma_pieces: 0,
+            write_pieces: 0,
             rma: VecDeque::new(),
             next_msg_id: 1,
             incarnation: 0,
             eager_limit: usize::MAX,
             src_cache: (0, 0),
             pending: false,
+        }
+    }
+
+    /// Queues the pieces of a rendezvous read or of a split RMA.
+    pub fn push_pieces(&mut self, pieces: impl IntoIterator<Item = ReadPiece>) {
+        for p in pieces {
+            self.count_piece(p.kind, true);
+            self.reads.push_back(p);
+        }
+    }
+
+    /// The next queued piece (to be posted now).
+    pub fn pop_piece(&mut self) -> Option<ReadPiece> {
+        let p = self.reads.pop_front()?;
+        self.count_piece(p.kind, false);
+        Some(p)
+    }
+
+    fn count_piece(&mut self, kind: PieceKind, add: bool) {
+        let step = |n: &mut usize| *n = if add { *n + 1 } else { n.saturating_sub(1) };
+        if kind != PieceKind::RndvRead {
+            step(&mut self.rma_pieces);
+        }
+        if kind == PieceKind::RmaWrite {
+            step(&mut self.write_pieces);
         }
     }
 
@@ -366,6 +416,20 @@ pub struct RndvSend {
     /// kept until FIN/NACK. Dropped after `tmp` (field order), so never
     /// freed while registered.
     pub owned: Vec<u8>,
+}
+
+/// An RMA operation longer than the device's largest message, moving as
+/// pieces (`PieceKind::RmaRead`/`RmaWrite`) of at most `Geo::max_chunk`
+/// bytes: one completion when every piece is done, with the first error.
+pub struct SplitRma {
+    pub done: TxDone,
+    /// Pieces not yet completed.
+    pub left: usize,
+    pub err: Option<i32>,
+    /// `fi_writedata`: the last piece is an RDMA WRITE with immediate data,
+    /// queued as a message (`Out::WriteData`, which owns `done`) behind the
+    /// other pieces: then this record reports nothing itself.
+    pub reports: bool,
 }
 
 /// A rendezvous receive whose RDMA READs are running.
@@ -582,6 +646,25 @@ mod tests {
         assert_eq!(p.eager_limit, 16384);
         assert!(p.learn_eager_limit(16384, 0), "a peer taking only empty EAGER messages");
         assert_eq!(p.eager_limit, 0);
+    }
+
+    /// The counts that hold later RMA (any RMA piece queued) and messages
+    /// (a write piece queued) follow the queue, whatever is mixed in it.
+    #[test]
+    fn queued_rma_pieces_are_counted_until_posted() {
+        let local = crate::capi::rdm_mem::test_iov(4096, 8, 1);
+        let piece = |read_id, kind| ReadPiece { read_id, kind, local, raddr: 0, rkey: 0 };
+        let mut p = Peer::new(a("10.0.0.1:7"));
+        p.push_pieces([piece(1, PieceKind::RndvRead), piece(2, PieceKind::RmaWrite), piece(2, PieceKind::RmaWrite)]);
+        p.push_pieces([piece(3, PieceKind::RmaRead)]);
+        assert_eq!((p.rma_pieces, p.write_pieces), (3, 2));
+        let order: Vec<_> = std::iter::from_fn(|| {
+            let x = p.pop_piece()?;
+            Some((x.read_id, p.rma_pieces, p.write_pieces))
+        })
+        .collect();
+        assert_eq!(order, vec![(1, 3, 2), (2, 2, 1), (2, 1, 0), (3, 0, 0)], "FIFO, counts after each post");
+        assert!(p.pop_piece().is_none() && p.nothing_queued());
     }
 
     #[test]
