@@ -5,6 +5,8 @@
 # `verbs;ofi_rxm` (the core's ofi_rxm over rsverbs' MSG endpoints), default
 # settings. Sourced by device-suite.sh (suite_fabtests).
 #
+# Both ends run here: runfabtests gets the provider alone (with host names it
+# would ssh to them) and the interface address with -s/-c.
 # runfabtests.sh reads an exclude file from ./fabtests/test_configs,
 # ./test_configs or ../test_configs of its working directory: it runs in an
 # empty directory, so none applies.
@@ -36,7 +38,7 @@ fabtests_run() {
      LD_LIBRARY_PATH="$pre/lib" FI_PROVIDER_PATH="${FI_PROVIDER_PATH:-$PWD/target/prov}" \
      PATH="$pre/bin:$PATH" \
      bash "$pre/bin/runfabtests.sh" -vv -T "${FABTESTS_TEST_TIMEOUT:-120}" -p "$pre/bin" -t quick \
-       "$prov" "$LAB_IP" "$LAB_IP" >"$log" 2>&1)
+       -s "$LAB_IP" -c "$LAB_IP" "$prov" >"$log" 2>&1)
   rc=$?
   # Each test: "- name: <cmd>" then "  result: Pass|Fail [..]|Notrun|Excluded".
   awk '/^- name:/ { sub(/^- name: +/, ""); n = $0 } /^  result:/ { sub(/^  result: +/, ""); print n "\t" $0 }' \
