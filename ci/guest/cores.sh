@@ -139,7 +139,7 @@ suite_cores() {
   : >"$LAB_OUT/cores-table.txt"
   # Debian 12's core (1.17): fi_info, apiver and valgrind here; its pingpongs
   # are suite-core.sh's.
-  case " ${RSVERBS_TEST_CORES:-} " in "  "|*" 1.17.0 "*) core_row 1.17.0 /usr ;; esac
+  case " ${RSVERBS_TEST_CORES:-} " in "  "|*" 1.17.0 "*) core_row 1.17.0 /usr; n=$((n + 1)) ;; esac
   for pre in "$cache"/*/; do
     pre=${pre%/}
     [ -f "$pre/.built" ] && [ -x "$pre/bin/fi_pingpong" ] || continue

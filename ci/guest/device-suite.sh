@@ -118,9 +118,11 @@ fi
 # ============================================================================
 # fabtests (issue 22, ci/guest/fabtests.sh): the 2.1 core's runfabtests.sh,
 # quick selection, no exclude list, for verbs and verbs;ofi_rxm over rsverbs.
-# Runs when no test filter is given or the filter names "fabtests".
+# Runs when the filter names "fabtests" or RSVERBS_FABTESTS=1: not by
+# default yet, one quick selection takes about 35 minutes of lab time per
+# provider under emulation (docs/cores.md), more than the test command's budget.
 # ----------------------------------------------------------------------------
-if [ "$SUITE_PROVIDER" = rsverbs ] && { [ $# -eq 0 ] || printf '%s\n' "$@" | grep -qx fabtests; }; then
+if [ "$SUITE_PROVIDER" = rsverbs ] && { [ "${RSVERBS_FABTESTS:-0}" = 1 ] || printf '%s\n' "$@" | grep -qx fabtests; }; then
   . "$(dirname "${BASH_SOURCE[0]}")/fabtests.sh"
   suite_fabtests
 fi
