@@ -740,9 +740,9 @@ impl Cq {
                 c.flags |= FI_REMOTE_CQ_DATA;
             }
             if wc.opcode() == wc_opcode::RECV_RDMA_WITH_IMM {
-                // A remote write with data consumed this receive (FI_RX_CQ_DATA mode).
+                // A remote write with data consumed this receive (FI_RX_CQ_DATA mode);
+                // len is the bytes it placed (fi_cq(3) of 2.x; 1.x leaves it open).
                 c.flags = FI_RMA | FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA;
-                c.len = 0;
             }
         }
         Some(Ok(c))

@@ -2037,11 +2037,14 @@ impl Inner {
         // What the message hands back (a recall's answer), counted with its arrival.
         let mut release = 0u16;
         if imm {
-            // fi_writedata from the peer: the data is in place; report its CQ data.
+            // fi_writedata from the peer: the data is in place; report its CQ data
+            // and (fi_cq(3) of 2.x) how many bytes the write placed. A write split
+            // into pieces (longer than the device's largest message) reports its
+            // last piece's length: the one that carries the data.
             self.rx_completion(Completion {
                 op_context: 0,
                 flags: FI_RMA | FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA,
-                len: 0,
+                len: wc.byte_len() as usize,
                 buf: 0,
                 data: wc.imm_data().unwrap_or(0) as u64,
                 tag: 0,

@@ -52,8 +52,11 @@ int main(void)
 		/* writedata: remote CQ data on the receive CQ */
 		rdm_expect(r.rxcq, NULL, FI_RMA | FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA, &e, "writedata at the target");
 		EXPECT(e.data == 0xc0ffee, "writedata: data %#llx", (unsigned long long)e.data);
+		/* fi_cq(3) of 2.x: len is what the write placed (1.x leaves it unspecified). */
+		EXPECT(e.len == 2000, "writedata: len %zu, want 2000", e.len);
 		rdm_expect(r.rxcq, NULL, FI_RMA | FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA, &e, "inject_writedata at the target");
 		EXPECT(e.data == 0xfeed, "inject_writedata: data %#llx", (unsigned long long)e.data);
+		EXPECT(e.len == 32, "inject_writedata: len %zu, want 32", e.len);
 		oob_signal(2);
 		oob_wait(3);
 		expect_pattern(buf + 16384, 2000, 4, "writedata payload");
