@@ -438,10 +438,13 @@ fn build_info(
         tracing::info!("getinfo: shared tx/rx contexts are not supported on MSG endpoints yet");
         return Err(FiError::NODATA);
     }
+    domain_caps(hi)?;
     over(hi.domain.cntr_cnt, CNTR_CNT, "cntr_cnt")?;
 
+    // tx/rx caps hold only the capabilities of that direction (fi_getinfo(3)):
+    // FI_LOCAL_COMM/FI_REMOTE_COMM are domain and endpoint caps, not rx caps.
     let tx_caps = caps & TX_CAPS;
-    let rx_caps = caps & (RX_CAPS | SECONDARY_CAPS);
+    let rx_caps = caps & RX_CAPS;
     let inject = pick(hi.tx.inject_size, dc.max_inline);
     let addr_format = match (src.or(dest), hi.addr_format) {
         (Some(SocketAddr::V6(_)), _) => FI_SOCKADDR_IN6,
@@ -514,7 +517,7 @@ fn build_info(
             max_ep_srx_ctx: 0,
             cntr_cnt: CNTR_CNT,
             mr_iov_limit: 1,
-            caps: FI_LOCAL_COMM | FI_REMOTE_COMM,
+            caps: DOMAIN_CAPS,
             mode: 0,
             auth_key_size: 0,
             max_err_data: CM_DATA_SIZE,
@@ -528,6 +531,19 @@ fn build_info(
             api_version: req.version,
         },
     })
+}
+
+/// The domain capabilities rsverbs' domains have.
+const DOMAIN_CAPS: u64 = FI_LOCAL_COMM | FI_REMOTE_COMM;
+
+/// `hints->domain_attr->caps` asking for more than [`DOMAIN_CAPS`] (e.g.
+/// `FI_SHARED_AV`) matches nothing: `-FI_ENODATA`, not an info without it.
+fn domain_caps(hi: &Info) -> FiResult<()> {
+    if hi.domain.caps & !DOMAIN_CAPS != 0 {
+        tracing::info!("getinfo: unsupported domain caps requested: {:#x}", hi.domain.caps & !DOMAIN_CAPS);
+        return Err(FiError::NODATA);
+    }
+    Ok(())
 }
 
 /// Capabilities of RDM endpoints.
@@ -637,6 +653,7 @@ fn build_rdm_info(req: &Request, dc: &DevCaps, src: Option<SocketAddr>, dest: Op
         tracing::info!("getinfo: shared tx/rx contexts are not supported");
         return Err(FiError::NODATA);
     }
+    domain_caps(hi)?;
     over(hi.domain.cntr_cnt, CNTR_CNT, "cntr_cnt")?;
     match hi.domain.av_type {
         FI_AV_UNSPEC | FI_AV_MAP | FI_AV_TABLE => {}
@@ -647,7 +664,7 @@ fn build_rdm_info(req: &Request, dc: &DevCaps, src: Option<SocketAddr>, dest: Op
     }
 
     let tx_caps = caps & RDM_TX_CAPS;
-    let rx_caps = caps & (RDM_RX_CAPS | SECONDARY_CAPS);
+    let rx_caps = caps & RDM_RX_CAPS;
     let addr_format = match (src.or(dest), hi.addr_format) {
         (Some(SocketAddr::V6(_)), _) => FI_SOCKADDR_IN6,
         (Some(SocketAddr::V4(_)), _) => FI_SOCKADDR_IN,
@@ -728,7 +745,7 @@ fn build_rdm_info(req: &Request, dc: &DevCaps, src: Option<SocketAddr>, dest: Op
             max_ep_srx_ctx: 0,
             cntr_cnt: CNTR_CNT,
             mr_iov_limit: 1,
-            caps: FI_LOCAL_COMM | FI_REMOTE_COMM,
+            caps: DOMAIN_CAPS,
             mode: 0,
             auth_key_size: 0,
             max_err_data: 0,

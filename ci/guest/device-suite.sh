@@ -137,6 +137,8 @@ CTESTS=(
   soak_threads_msg:soak_threads:msg
   soak_threads_rdm:soak_threads:rdm
   fault_queues:fault_queues
+  # issue 22 (fabtests): getinfo caps rules, many CQs, a pep's address kept
+  getinfo_caps:getinfo_caps
 )
 CTEST_TIMEOUT="${CTEST_TIMEOUT:-180}"
 
