@@ -321,7 +321,15 @@ impl MsgEp {
             return crate::fail!(FiError::NOCQ, "fi_enable: a receive counter needs a receive CQ bound too");
         }
         drop(b);
-        // Reserve CQ room for every request that can be outstanding.
+        // A counter that can be waited on sleeps on the CQs' completion
+        // channels: a CQ opened with FI_WAIT_NONE gets one now.
+        if cntrs.all().any(|c| c.wait.is_some()) {
+            for (q, _) in [&tx_cq, &rx_cq].into_iter().flatten() {
+                q.want_channel();
+            }
+        }
+        // Reserve CQ room for every request that can be outstanding (the
+        // first reservation creates the verbs CQ).
         let same = matches!((&tx_cq, &rx_cq), (Some((a, _)), Some((b, _))) if Arc::ptr_eq(a, b));
         if let Some((c, _)) = &tx_cq {
             c.commit(if same { tx_size + rx_size } else { tx_size })?;
@@ -354,8 +362,11 @@ impl MsgEp {
         } else {
             None
         };
-        let scq: &crate::verbs::Cq = tx_cq.as_ref().map(|(c, _)| &c.cq).unwrap_or_else(|| hidden.as_ref().expect("hidden"));
-        let rcq: &crate::verbs::Cq = rx_cq.as_ref().map(|(c, _)| &c.cq).unwrap_or_else(|| hidden.as_ref().expect("hidden"));
+        fn committed(c: &Arc<Cq>) -> &crate::verbs::Cq {
+            c.verbs_cq().expect("commit created the verbs CQ")
+        }
+        let scq: &crate::verbs::Cq = tx_cq.as_ref().map(|(c, _)| committed(c)).unwrap_or_else(|| hidden.as_ref().expect("hidden"));
+        let rcq: &crate::verbs::Cq = rx_cq.as_ref().map(|(c, _)| committed(c)).unwrap_or_else(|| hidden.as_ref().expect("hidden"));
         let mut keep: Vec<Arc<dyn Send + Sync>> = Vec::new();
         if let Some((c, _)) = &tx_cq {
             keep.push(c.clone());

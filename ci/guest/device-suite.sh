@@ -139,6 +139,7 @@ CTESTS=(
   fault_queues:fault_queues
   # issue 22 (fabtests): getinfo caps rules, many CQs, a pep's address kept
   getinfo_caps:getinfo_caps
+  cq_many:cq_many
 )
 CTEST_TIMEOUT="${CTEST_TIMEOUT:-180}"
 
