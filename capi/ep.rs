@@ -181,8 +181,11 @@ unsafe fn ep_common(domain: *mut fid_domain, info: *mut fi_info, out: *mut *mut 
     let handle = unsafe { (*info).handle };
     // SAFETY: as above.
     let i = unsafe { super::info::from_c(info) }?;
-    if !handle.is_null() && i.handle.is_none() {
-        return crate::fail!(FiError::INVAL, "fi_endpoint: info->handle is not a pending connection request of this provider");
+    if !handle.is_null() && i.handle.is_none() && i.pep.is_none() {
+        return crate::fail!(
+            FiError::INVAL,
+            "fi_endpoint: info->handle is neither a pending connection request nor a passive endpoint of this provider"
+        );
     }
     if i.ep.type_ == FI_EP_RDM {
         // SAFETY: `out` checked non-NULL above.
@@ -1115,11 +1118,29 @@ pub unsafe extern "C" fn pep_open(fabric: *mut fid_fabric, info: *mut fi_info, o
         });
         // SAFETY: o is our fresh box.
         unsafe { (*o).inner.set_fid(o as usize) };
+        PEPS.lock().insert(o as usize);
         // SAFETY: checked non-NULL.
         unsafe { *out = o as *mut fid_pep };
         Ok(0)
     })
 }
+
+/// The passive endpoint behind an `fi_info->handle`, if it is one of ours.
+///
+/// # Safety
+/// `h` must point to a readable `struct fid` (the libfabric contract).
+pub unsafe fn pep_lookup(h: *mut fid) -> Option<Arc<Pep>> {
+    let peps = PEPS.lock();
+    if !peps.contains(&(h as usize)) {
+        return None;
+    }
+    // SAFETY: registered pointers are live PepObj boxes (removed before they are freed, under this lock).
+    Some(unsafe { &*(h as *const PepObj) }.inner.clone())
+}
+
+/// Live passive endpoints: an `info->handle` is dereferenced only if it is
+/// one of them (a bogus handle gives `-FI_EINVAL`, never a wild read).
+static PEPS: Lazy<Mutex<HashSet<usize>>> = Lazy::new(|| Mutex::new(HashSet::new()));
 
 unsafe fn pep<'a>(p: *mut fid_pep) -> FiResult<&'a PepObj> {
     // SAFETY: p is a fid per the API.
@@ -1128,7 +1149,13 @@ unsafe fn pep<'a>(p: *mut fid_pep) -> FiResult<&'a PepObj> {
 
 unsafe extern "C" fn pep_close(f: *mut fid) -> c_int {
     // SAFETY: f is a fid per the API.
-    guard("fi_close(pep)", || unsafe { close_obj::<PepObj>(f, |o| o.inner.close()) })
+    guard("fi_close(pep)", || unsafe {
+        close_obj::<PepObj>(f, |o| {
+            o.inner.close()?;
+            PEPS.lock().remove(&(f as usize));
+            Ok(())
+        })
+    })
 }
 
 unsafe extern "C" fn pep_bind(f: *mut fid, bfid: *mut fid, flags: u64) -> c_int {

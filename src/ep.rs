@@ -163,16 +163,27 @@ impl MsgEp {
             };
             (id, true, (req.initiator_depth, req.responder_resources))
         } else {
-            let id = CmId::new_sync().map_err(FiError::from_errno)?;
+            // A passive endpoint in info->handle lends its rdma-cm id, bound
+            // to its address (fi_getname then reports that address).
+            let (id, stolen) = match &info.pep {
+                Some(p) => {
+                    let id = p.take_id()?;
+                    let bound = id.local_addr().filter(|a| a.port() != 0);
+                    tracing::debug!("fi_endpoint: taking over the passive endpoint's rdma-cm id (address {bound:?})");
+                    (id, bound.is_some())
+                }
+                None => (CmId::new_sync().map_err(FiError::from_errno)?, false),
+            };
             if let Some(dst) = &info.dest_addr {
-                let src = info.src_addr.filter(|s| !s.ip().is_unspecified());
+                // A bound id keeps its address: rdma_resolve_addr binds only unbound ids.
+                let src = info.src_addr.filter(|s| !s.ip().is_unspecified() && !stolen);
                 if let Err(e) = id.resolve_addr(src.as_ref(), dst, 2000) {
                     return crate::fail!(FiError::from_errno(e), "fi_endpoint: cannot resolve {dst}: {}", ioerr(e));
                 }
                 if let Err(e) = id.resolve_route(2000) {
                     return crate::fail!(FiError::from_errno(e), "fi_endpoint: cannot resolve a route to {dst}: {}", ioerr(e));
                 }
-            } else if let Some(src) = &info.src_addr {
+            } else if let (Some(src), false) = (&info.src_addr, stolen) {
                 if let Err(e) = id.bind_addr(src) {
                     return crate::fail!(FiError::from_errno(e), "fi_endpoint: cannot bind {src}: {}", ioerr(e));
                 }
@@ -189,9 +200,11 @@ impl MsgEp {
                 );
             }
         }
+        let mut stored = info.clone();
+        stored.pep = None;
         let ep = Arc::new(MsgEp {
             domain: Hold::new(domain),
-            info: info.clone(),
+            info: stored,
             id,
             from_connreq,
             connreq_depth: depth,
@@ -786,7 +799,9 @@ impl CmHandler for MsgEp {
 pub struct Pep {
     pub fabric: Hold<Fabric>,
     pub info: Info,
-    id: CmId,
+    /// None once an active endpoint took it over (`fi_endpoint` with
+    /// `info->handle` = this passive endpoint).
+    id: Mutex<Option<CmId>>,
     fid: AtomicUsize,
     eq: Mutex<Option<(Hold<Eq>, u64)>>,
     listening: AtomicU32,
@@ -796,7 +811,7 @@ pub struct Pep {
 
 impl std::fmt::Debug for Pep {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Pep").field("addr", &self.id.local_addr()).finish()
+        f.debug_struct("Pep").field("addr", &self.local_addr()).finish()
     }
 }
 
@@ -807,10 +822,12 @@ impl Pep {
             return crate::fail!(FiError::INVAL, "fi_passive_ep: endpoint type {} is not FI_EP_MSG", info.ep.type_);
         }
         let id = CmId::new_sync().map_err(FiError::from_errno)?;
+        let mut stored = info.clone();
+        stored.pep = None;
         let pep = Pep {
             fabric: Hold::new(fabric),
-            info: info.clone(),
-            id,
+            info: stored,
+            id: Mutex::new(Some(id)),
             fid: AtomicUsize::new(0),
             eq: Mutex::new(None),
             listening: AtomicU32::new(0),
@@ -824,7 +841,11 @@ impl Pep {
     }
 
     fn bind(&self, addr: &SocketAddr) -> FiResult<()> {
-        if let Err(e) = self.id.bind_addr(addr) {
+        let g = self.id.lock();
+        let Some(id) = g.as_ref() else {
+            return crate::fail!(FiError::OPBADSTATE, "passive endpoint: its address was taken over by an active endpoint");
+        };
+        if let Err(e) = id.bind_addr(addr) {
             return crate::fail!(FiError::from_errno(e), "passive endpoint: cannot bind {addr}: {}", ioerr(e));
         }
         self.bound.store(1, Ordering::Release);
@@ -833,6 +854,24 @@ impl Pep {
 
     pub fn set_fid(&self, fid: usize) {
         self.fid.store(fid, Ordering::Release);
+    }
+
+    /// The C `struct fid_pep *` (what `info->handle` names).
+    pub fn fid(&self) -> usize {
+        self.fid.load(Ordering::Acquire)
+    }
+
+    /// Hands the rdma-cm id (and with it the bound address) to an active
+    /// endpoint (`fi_endpoint` with `info->handle` = this passive endpoint,
+    /// as libfabric's verbs does). The passive endpoint keeps only its close.
+    fn take_id(&self) -> FiResult<CmId> {
+        if self.listening.load(Ordering::Acquire) != 0 {
+            return crate::fail!(FiError::INVAL, "fi_endpoint: info->handle is a listening passive endpoint");
+        }
+        match self.id.lock().take() {
+            Some(id) => Ok(id),
+            None => crate::fail!(FiError::INVAL, "fi_endpoint: info->handle's passive endpoint was already taken over"),
+        }
     }
 
     /// `fi_setname`: binds the listening address (before `fi_listen`).
@@ -855,10 +894,14 @@ impl Pep {
         if slot.is_some() {
             return crate::fail!(FiError::INVAL, "fi_pep_bind: an EQ is already bound");
         }
+        let g = self.id.lock();
+        let Some(id) = g.as_ref() else {
+            return crate::fail!(FiError::OPBADSTATE, "fi_pep_bind: the address was taken over by an active endpoint");
+        };
         let weak: Weak<dyn CmHandler> = Arc::downgrade(self) as Weak<dyn CmHandler>;
         let token = eq.register(weak);
-        self.id.set_token(token);
-        if let Err(e) = self.id.migrate(&eq.channel) {
+        id.set_token(token);
+        if let Err(e) = id.migrate(&eq.channel) {
             eq.unregister(token);
             return crate::fail!(FiError::from_errno(e), "fi_pep_bind: rdma_migrate_id failed: {}", ioerr(e));
         }
@@ -875,9 +918,17 @@ impl Pep {
             return crate::fail!(FiError::ALREADY, "fi_listen: already listening");
         }
         if self.bound.load(Ordering::Acquire) == 0 {
-            self.bind(&SocketAddr::from(([0, 0, 0, 0], 0)))?;
+            if let Err(e) = self.bind(&SocketAddr::from(([0, 0, 0, 0], 0))) {
+                self.listening.store(0, Ordering::Release);
+                return Err(e);
+            }
         }
-        if let Err(e) = self.id.listen(self.backlog.load(Ordering::Relaxed) as i32) {
+        let g = self.id.lock();
+        let Some(id) = g.as_ref() else {
+            self.listening.store(0, Ordering::Release);
+            return crate::fail!(FiError::OPBADSTATE, "fi_listen: the address was taken over by an active endpoint");
+        };
+        if let Err(e) = id.listen(self.backlog.load(Ordering::Relaxed) as i32) {
             self.listening.store(0, Ordering::Release);
             return crate::fail!(FiError::from_errno(e), "fi_listen: rdma_listen failed: {}", ioerr(e));
         }
@@ -885,7 +936,7 @@ impl Pep {
     }
 
     pub fn local_addr(&self) -> Option<SocketAddr> {
-        self.id.local_addr()
+        self.id.lock().as_ref().and_then(|id| id.local_addr())
     }
 
     pub fn close(&self) -> FiResult<()> {
@@ -903,6 +954,7 @@ impl CmHandler for Pep {
             CmEventKind::ConnectRequest => {
                 let id = ev.new_id.take()?;
                 let mut info = self.info.clone();
+                info.pep = None;
                 info.src_addr = id.local_addr().or(info.src_addr);
                 info.dest_addr = id.peer_addr();
                 info.ep.type_ = FI_EP_MSG;

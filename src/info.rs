@@ -113,6 +113,9 @@ pub struct Info {
     pub src_addr: Option<SocketAddr>,
     pub dest_addr: Option<SocketAddr>,
     pub handle: Option<Arc<ConnReq>>,
+    /// `handle` naming a passive endpoint (fi_getinfo(3) hints, fi_endpoint(3)):
+    /// the active endpoint takes over its rdma-cm id and so its address.
+    pub pep: Option<Arc<crate::ep::Pep>>,
     pub tx: TxAttr,
     pub rx: RxAttr,
     pub ep: EpAttr,
@@ -459,6 +462,7 @@ fn build_info(
         src_addr: src,
         dest_addr: dest,
         handle: None,
+        pep: None,
         tx: TxAttr {
             caps: tx_caps,
             mode: 0,
@@ -685,6 +689,7 @@ fn build_rdm_info(req: &Request, dc: &DevCaps, src: Option<SocketAddr>, dest: Op
         src_addr: src,
         dest_addr: dest,
         handle: None,
+        pep: None,
         tx: TxAttr {
             caps: tx_caps,
             mode: 0,
@@ -786,6 +791,14 @@ pub fn getinfo(req: &Request) -> FiResult<Vec<Info>> {
     let port = parse_port(req.service.as_deref())?;
     let numeric = req.flags & FI_NUMERICHOST != 0;
     let (mut src, mut dest) = (hints.and_then(|h| h.src_addr), hints.and_then(|h| h.dest_addr));
+    // hints->handle a bound passive endpoint: its address is the source
+    // (fi_endpoint takes over its rdma-cm id).
+    // Its IP selects the device and route (port 0: the pep holds the port).
+    let pep = hints.and_then(|h| h.pep.clone());
+    let pep_addr = pep.as_ref().and_then(|p| p.local_addr()).filter(|a| !a.ip().is_unspecified());
+    if let Some(a) = pep_addr {
+        src = Some(SocketAddr::new(a.ip(), 0));
+    }
     match (&req.node, req.flags & FI_SOURCE != 0) {
         (Some(n), true) => src = Some(resolve_node(n, port.unwrap_or(0), numeric)?),
         (Some(n), false) => dest = Some(resolve_node(n, port.unwrap_or(0), numeric)?),
@@ -876,7 +889,13 @@ pub fn getinfo(req: &Request) -> FiResult<Vec<Info>> {
         // MSG first (what applications that ask for any endpoint type get first), then RDM.
         for build in [build_info, build_rdm_info] {
             match build(req, &dc, s, d) {
-                Ok(i) => out.push(i),
+                Ok(mut i) => {
+                    if i.ep.type_ == FI_EP_MSG && pep.is_some() {
+                        i.pep = pep.clone();
+                        i.src_addr = pep_addr.or(i.src_addr);
+                    }
+                    out.push(i)
+                }
                 Err(e) if e == FiError::NODATA => continue,
                 Err(e) => return Err(e),
             }

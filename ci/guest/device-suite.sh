@@ -140,6 +140,7 @@ CTESTS=(
   # issue 22 (fabtests): getinfo caps rules, many CQs, a pep's address kept
   getinfo_caps:getinfo_caps
   cq_many:cq_many
+  msg_pep_handle:msg_pep_handle
 )
 CTEST_TIMEOUT="${CTEST_TIMEOUT:-180}"
 
