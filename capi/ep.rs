@@ -436,22 +436,20 @@ unsafe extern "C" fn ep_getpeer(e: *mut fid_ep, addr: *mut c_void, addrlen: *mut
 }
 
 /// Reads CM private data from the application.
-unsafe fn cm_param<'a>(param: *const c_void, len: usize) -> FiResult<&'a [u8]> {
+/// More than FI_OPT_CM_DATA_SIZE bytes: `-FI_EINVAL`, as libfabric's verbs
+/// provider answers (and fabtests' fi_cm_data expects); nothing is truncated.
+unsafe fn cm_param<'a>(param: *const c_void, len: usize, what: &str) -> FiResult<&'a [u8]> {
     if len == 0 {
         return Ok(&[]);
     }
     if param.is_null() {
         return crate::fail!(FiError::INVAL, "CM data pointer is NULL with length {len}");
     }
-    // fi_cm(3): data beyond FI_OPT_CM_DATA_SIZE is silently truncated.
-    let n = if len > CM_DATA_SIZE {
-        tracing::debug!("CM data of {len} bytes truncated to FI_OPT_CM_DATA_SIZE ({CM_DATA_SIZE})");
-        CM_DATA_SIZE
-    } else {
-        len
-    };
-    // SAFETY: the caller passes `len` (>= n) readable bytes.
-    Ok(unsafe { std::slice::from_raw_parts(param as *const u8, n) })
+    if len > CM_DATA_SIZE {
+        return crate::fail!(FiError::INVAL, "{what}: {len} bytes of CM data, more than FI_OPT_CM_DATA_SIZE ({CM_DATA_SIZE})");
+    }
+    // SAFETY: the caller passes `len` readable bytes.
+    Ok(unsafe { std::slice::from_raw_parts(param as *const u8, len) })
 }
 
 unsafe extern "C" fn ep_connect(e: *mut fid_ep, addr: *const c_void, param: *const c_void, len: usize) -> c_int {
@@ -464,7 +462,7 @@ unsafe extern "C" fn ep_connect(e: *mut fid_ep, addr: *const c_void, param: *con
             return crate::fail!(FiError::INVAL, "fi_connect: address is not sockaddr_in/sockaddr_in6");
         }
         // SAFETY: param has len bytes.
-        let data = unsafe { cm_param(param, len) }?;
+        let data = unsafe { cm_param(param, len, "fi_connect") }?;
         o.inner.connect(a, data).map(|_| 0)
     })
 }
@@ -478,7 +476,7 @@ unsafe extern "C" fn ep_accept(e: *mut fid_ep, param: *const c_void, len: usize)
         // SAFETY: e is a fid per the API.
         let o = unsafe { ep(e) }?;
         // SAFETY: param has len bytes.
-        let data = unsafe { cm_param(param, len) }?;
+        let data = unsafe { cm_param(param, len, "fi_accept") }?;
         o.inner.accept(data).map(|_| 0)
     })
 }
@@ -1237,7 +1235,7 @@ unsafe extern "C" fn pep_reject(p: *mut fid_pep, handle: fid_t, param: *const c_
             return crate::fail!(FiError::INVAL, "fi_reject: not a pending connection request");
         };
         // SAFETY: param has len bytes.
-        let data = unsafe { cm_param(param, len) }?;
+        let data = unsafe { cm_param(param, len, "fi_reject") }?;
         let r = req.reject(data);
         connreq_free(handle);
         r.map(|_| 0)

@@ -29,9 +29,18 @@ use crate::verbs::cm::{CmEvent, CmEventKind, CmId, ConnParam};
 use crate::verbs::{send_flags, Iov, QpCaps, SendOp};
 
 /// Encodes application CM data behind its length byte.
-/// Data beyond `CM_DATA_SIZE` is cut (fi_cm(3): silently truncated).
-pub fn cm_data_encode(data: &[u8]) -> FiResult<Vec<u8>> {
-    let data = &data[..data.len().min(CM_DATA_SIZE)];
+/// Data longer than `CM_DATA_SIZE` (`FI_OPT_CM_DATA_SIZE`) is refused with
+/// `-FI_EINVAL`, as libfabric's verbs provider does and fabtests' `fi_cm_data`
+/// expects (fi_cm(3) speaks of silent truncation; nothing is cut here, so no
+/// application data is lost unnoticed).
+pub fn cm_data_encode(data: &[u8], what: &str) -> FiResult<Vec<u8>> {
+    if data.len() > CM_DATA_SIZE {
+        return crate::fail!(
+            FiError::INVAL,
+            "{what}: {} bytes of CM data, more than FI_OPT_CM_DATA_SIZE ({CM_DATA_SIZE})",
+            data.len()
+        );
+    }
     let mut v = Vec::with_capacity(data.len() + 1);
     v.push(data.len() as u8);
     v.extend_from_slice(data);
@@ -66,7 +75,7 @@ impl ConnReq {
 
     /// `fi_reject`.
     pub fn reject(&self, data: &[u8]) -> FiResult<()> {
-        let enc = cm_data_encode(data)?;
+        let enc = cm_data_encode(data, "fi_reject")?;
         let Some(id) = self.take_id() else {
             return crate::fail!(FiError::INVAL, "fi_reject: connection request already answered");
         };
@@ -449,7 +458,7 @@ impl MsgEp {
 
     /// `fi_connect`.
     pub fn connect(&self, addr: Option<SocketAddr>, data: &[u8]) -> FiResult<()> {
-        let enc = cm_data_encode(data)?;
+        let enc = cm_data_encode(data, "fi_connect")?;
         let _g = self.ctl.lock();
         if self.from_connreq {
             return crate::fail!(FiError::INVAL, "fi_connect: endpoint was created from a connection request; use fi_accept");
@@ -483,7 +492,7 @@ impl MsgEp {
 
     /// `fi_accept`.
     pub fn accept(&self, data: &[u8]) -> FiResult<()> {
-        let enc = cm_data_encode(data)?;
+        let enc = cm_data_encode(data, "fi_accept")?;
         let _g = self.ctl.lock();
         if !self.from_connreq {
             return crate::fail!(FiError::INVAL, "fi_accept: endpoint was not created from a connection request");
@@ -990,19 +999,15 @@ mod tests {
     #[test]
     fn cm_data_roundtrip_and_limits() {
         let d = b"hello";
-        let e = cm_data_encode(d).unwrap();
+        let e = cm_data_encode(d, "test").unwrap();
         assert_eq!(e[0], 5);
         assert_eq!(cm_data_decode(&e), d.to_vec());
         // rdma-cm pads private data with zeros up to its fixed size.
         let mut padded = e.clone();
         padded.resize(56, 0);
         assert_eq!(cm_data_decode(&padded), d.to_vec());
-        assert_eq!(cm_data_encode(&[9u8; CM_DATA_SIZE + 1]).unwrap(), {
-            let mut v = vec![CM_DATA_SIZE as u8];
-            v.extend_from_slice(&[9u8; CM_DATA_SIZE]);
-            v
-        }, "over-long CM data is truncated");
-        assert!(cm_data_encode(&[0u8; CM_DATA_SIZE]).is_ok());
+        assert_eq!(cm_data_encode(&[9u8; CM_DATA_SIZE + 1], "test"), Err(FiError::INVAL), "over-long CM data is refused");
+        assert_eq!(cm_data_encode(&[9u8; CM_DATA_SIZE], "test").unwrap().len(), CM_DATA_SIZE + 1);
         assert_eq!(cm_data_decode(&[]), Vec::<u8>::new());
     }
 
