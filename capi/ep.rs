@@ -143,7 +143,7 @@ static EP_MSG_OPS: fi_ops_msg = fi_ops_msg {
     injectdata: Some(ep_injectdata),
 };
 
-static EP_RMA_OPS: fi_ops_rma = fi_ops_rma {
+pub(crate) static EP_RMA_OPS: fi_ops_rma = fi_ops_rma {
     size: std::mem::size_of::<fi_ops_rma>(),
     read: Some(rma_read),
     readv: Some(rma_readv),
@@ -156,7 +156,7 @@ static EP_RMA_OPS: fi_ops_rma = fi_ops_rma {
     injectdata: Some(rma_injectdata),
 };
 
-static EP_TAGGED_OPS: fi_ops_tagged = fi_ops_tagged {
+pub(crate) static EP_TAGGED_OPS: fi_ops_tagged = fi_ops_tagged {
     size: std::mem::size_of::<fi_ops_tagged>(),
     recv: Some(tagged_recv),
     recvv: Some(tagged_recvv),
@@ -249,8 +249,10 @@ unsafe extern "C" fn ep_bind(f: *mut fid, bfid: *mut fid, flags: u64) -> c_int {
             // SAFETY: as above.
             FI_CLASS_CNTR => o.inner.bind_cntr(&unsafe { obj::<super::cntr::CntrObj>(bfid) }?.inner, flags)?,
             FI_CLASS_AV => return crate::fail!(FiError::INVAL, "fi_ep_bind: MSG endpoints take no address vector"),
-            FI_CLASS_SRX_CTX | FI_CLASS_STX_CTX => {
-                return crate::fail!(FiError::NOSYS, "fi_ep_bind: shared contexts are not supported yet")
+            // SAFETY: as above.
+            FI_CLASS_SRX_CTX => o.inner.bind_srx(&unsafe { obj::<super::srx::SrxObj>(bfid) }?.inner, flags)?,
+            FI_CLASS_STX_CTX => {
+                return crate::fail!(FiError::NOSYS, "fi_ep_bind: shared transmit contexts are not supported (verbs has no shared send queue)")
             }
             c => return crate::fail!(FiError::INVAL, "fi_ep_bind: cannot bind an object of class {c}"),
         }
@@ -498,15 +500,15 @@ unsafe extern "C" fn ep_join(_e: *mut fid_ep, _a: *const c_void, _f: u64, _mc: *
 pub(crate) const MAX_IOV: usize = 32;
 
 /// Local buffers of one operation, converted from C under the fi_msg(3) contract.
-struct Iovs {
+pub(crate) struct Iovs {
     v: [std::mem::MaybeUninit<Iov>; MAX_IOV],
     n: usize,
     total: usize,
-    descs_ok: bool,
+    pub(crate) descs_ok: bool,
 }
 
 impl Iovs {
-    fn slice(&self) -> &[Iov] {
+    pub(crate) fn slice(&self) -> &[Iov] {
         // SAFETY: `iovs` initialises the first n entries.
         unsafe { std::slice::from_raw_parts(self.v.as_ptr() as *const Iov, self.n) }
     }
@@ -541,7 +543,7 @@ pub(crate) unsafe fn sge(i: usize, addr: u64, len: usize, desc: Option<*mut *mut
 /// # Safety
 /// `desc` must be NULL or hold `count` descriptors; the buffers must stay
 /// valid for the operation (fi_msg(3)); for inline sends, readable now.
-unsafe fn iovs(bufs: &[(u64, usize)], desc: Option<*mut *mut c_void>) -> FiResult<Iovs> {
+pub(crate) unsafe fn iovs(bufs: &[(u64, usize)], desc: Option<*mut *mut c_void>) -> FiResult<Iovs> {
     if bufs.len() > MAX_IOV {
         return crate::fail!(FiError::INVAL, "{} iovs exceed the limit of {MAX_IOV}", bufs.len());
     }
@@ -581,7 +583,7 @@ const MSG_TX_FLAGS: u64 = FI_COMPLETION
     | FI_REMOTE_CQ_DATA
     | FI_MORE
     | FI_FENCE;
-const MSG_RX_FLAGS: u64 = FI_COMPLETION | FI_MORE;
+pub(crate) const MSG_RX_FLAGS: u64 = FI_COMPLETION | FI_MORE;
 
 #[allow(clippy::too_many_arguments)]
 unsafe fn do_send(
@@ -1073,7 +1075,7 @@ static PEP_FI_OPS: fi_ops = fi_ops {
     ops_set: None,
 };
 
-static PEP_OPS: fi_ops_ep = fi_ops_ep {
+pub(crate) static PEP_OPS: fi_ops_ep = fi_ops_ep {
     size: std::mem::size_of::<fi_ops_ep>(),
     cancel: Some(pep_cancel),
     getopt: Some(ep_getopt),
@@ -1084,7 +1086,7 @@ static PEP_OPS: fi_ops_ep = fi_ops_ep {
     tx_size_left: Some(ep_size_left),
 };
 
-static PEP_CM_OPS: fi_ops_cm = fi_ops_cm {
+pub(crate) static PEP_CM_OPS: fi_ops_cm = fi_ops_cm {
     size: std::mem::size_of::<fi_ops_cm>(),
     setname: Some(pep_setname),
     getname: Some(ep_getname),

@@ -20,6 +20,7 @@ pub mod prov;
 pub mod rdm;
 pub mod rdm_atomic;
 pub mod rdm_mem;
+pub mod srx;
 pub mod tostr;
 pub mod util;
 pub mod wait;

@@ -88,6 +88,9 @@ pub struct QpCounters {
     /// The counters of the QP's endpoint (`fi_ep_bind` of a counter), bumped
     /// as its completions are polled.
     pub cntrs: CntrSet,
+    /// The receive slots of the shared receive context the QP receives from
+    /// (`fi_ep_bind(ep, srx)`): receive completions give their credit there.
+    pub srq: Option<Arc<QpCounters>>,
     /// Unsignalled requests posted since the last signalled inject absorbed them.
     unsig: AtomicUsize,
     unsig_batch: usize,
@@ -102,6 +105,7 @@ impl QpCounters {
             tx_max,
             rx_max,
             cntrs: CntrSet::default(),
+            srq: None,
             unsig: AtomicUsize::new(0),
             unsig_batch,
         }
@@ -110,6 +114,12 @@ impl QpCounters {
     /// With the endpoint's counters.
     pub fn with_cntrs(mut self, cntrs: CntrSet) -> Self {
         self.cntrs = cntrs;
+        self
+    }
+
+    /// Receiving from a shared receive context with these slots.
+    pub fn with_srq(mut self, srq: Option<Arc<QpCounters>>) -> Self {
+        self.srq = srq;
         self
     }
 
@@ -616,7 +626,10 @@ impl Cq {
         }
         if let Some((_, c)) = cache {
             if id.kind == OpKind::Recv {
-                c.give_rx()
+                match &c.srq {
+                    Some(s) => s.give_rx(),
+                    None => c.give_rx(),
+                }
             } else if id.batch {
                 c.give_tx_n(id.ctx as usize)
             } else {
@@ -644,6 +657,13 @@ impl Cq {
         } else {
             WrId { kind, ctx: self.stash(ctx), indirect: true, silent, batch: false }.encode()
         }
+    }
+
+    /// A work-request id that carries `ctx` itself (no side table of a CQ):
+    /// for receives of a shared receive context, which may complete on any
+    /// of several CQs. None when `ctx` does not fit.
+    pub fn direct_wr_id(kind: OpKind, ctx: u64) -> Option<u64> {
+        (ctx <= CTX_MASK).then(|| WrId { kind, ctx, indirect: false, silent: false, batch: false }.encode())
     }
 
     /// Work-request id of an inject posted under `QpCounters::unsignalled`:

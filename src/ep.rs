@@ -25,6 +25,7 @@ use crate::error::{FiError, FiResult};
 use crate::fabric::{Fabric, Hold};
 use crate::info::{Info, CM_DATA_SIZE};
 use crate::mr::lkey_of;
+use crate::srx::Srx;
 use crate::verbs::cm::{CmEvent, CmEventKind, CmId, ConnParam};
 use crate::verbs::{send_flags, Iov, QpCaps, SendOp};
 
@@ -114,6 +115,8 @@ struct Binds {
     rx_cq: Option<(Hold<Cq>, bool)>,
     eq: Option<(Hold<Eq>, u64)>,
     cntrs: CntrBinds,
+    /// The shared receive context the endpoint receives from.
+    srx: Option<Hold<Srx>>,
 }
 
 /// The data path of an enabled endpoint (immutable once set).
@@ -283,6 +286,27 @@ impl MsgEp {
         self.binds.lock().cntrs.bind(cntr, flags)
     }
 
+    /// `fi_ep_bind` to a shared receive context (`fi_srx_context`): the QP
+    /// receives from its SRQ; receives are posted there, not here.
+    pub fn bind_srx(&self, srx: &Arc<Srx>, flags: u64) -> FiResult<()> {
+        let _g = self.ctl.lock();
+        if self.state() != EpState::Idle {
+            return crate::fail!(FiError::OPBADSTATE, "fi_ep_bind: endpoint already enabled");
+        }
+        if flags != 0 {
+            return crate::fail!(FiError::BADFLAGS, "fi_ep_bind: unsupported shared receive context bind flags {flags:#x}");
+        }
+        if !Arc::ptr_eq(srx.domain.get(), self.domain.get()) {
+            return crate::fail!(FiError::DOMAIN, "fi_ep_bind: shared receive context belongs to another domain");
+        }
+        let mut b = self.binds.lock();
+        if b.srx.is_some() {
+            return crate::fail!(FiError::INVAL, "fi_ep_bind: a shared receive context is already bound");
+        }
+        b.srx = Some(Hold::new(srx));
+        Ok(())
+    }
+
     /// `fi_ep_bind` to an EQ.
     pub fn bind_eq(self: &Arc<Self>, eq: &Arc<Eq>, flags: u64) -> FiResult<()> {
         let _g = self.ctl.lock();
@@ -342,6 +366,13 @@ impl MsgEp {
         if cntrs.recv.is_some() && rx_cq.is_none() {
             return crate::fail!(FiError::NOCQ, "fi_enable: a receive counter needs a receive CQ bound too");
         }
+        let srx = b.srx.as_ref().map(|h| h.get().clone());
+        if srx.is_none() && self.info.ep.rx_ctx_cnt == FI_SHARED_CONTEXT {
+            return crate::fail!(FiError::INVAL, "fi_enable: rx_ctx_cnt is FI_SHARED_CONTEXT but no shared receive context is bound");
+        }
+        if srx.is_some() && rx_cq.is_none() {
+            return crate::fail!(FiError::NOCQ, "fi_enable: receiving from a shared receive context needs a receive CQ bound");
+        }
         drop(b);
         // A counter that can be waited on sleeps on the CQs' completion
         // channels: a CQ opened with FI_WAIT_NONE gets one now.
@@ -352,6 +383,12 @@ impl MsgEp {
         }
         // Reserve CQ room for every request that can be outstanding (the
         // first reservation creates the verbs CQ).
+        // With a shared receive context the receive room is the SRQ's, reserved
+        // once per CQ (Srx::attach_cq), not per endpoint.
+        if let (Some(s), Some((c, _))) = (&srx, &rx_cq) {
+            s.attach_cq(c)?;
+        }
+        let rx_size = if srx.is_some() { 0 } else { rx_size };
         let same = matches!((&tx_cq, &rx_cq), (Some((a, _)), Some((b, _))) if Arc::ptr_eq(a, b));
         if let Some((c, _)) = &tx_cq {
             c.commit(if same { tx_size + rx_size } else { tx_size })?;
@@ -399,7 +436,10 @@ impl MsgEp {
         if let Some(h) = &hidden {
             keep.push(h.clone());
         }
-        let qp = match self.id.create_qp(&d.pd, scq, rcq, None, caps, keep) {
+        if let Some(s) = &srx {
+            keep.push(s.srq.clone());
+        }
+        let qp = match self.id.create_qp(&d.pd, scq, rcq, srx.as_ref().map(|s| &*s.srq), caps, keep) {
             Ok(q) => q,
             Err(e) => {
                 uncommit();
@@ -420,7 +460,7 @@ impl MsgEp {
                 }
             }
         }
-        let credits = Arc::new(QpCounters::new(tx_size, rx_size).with_cntrs(cntrs));
+        let credits = Arc::new(QpCounters::new(tx_size, rx_size).with_cntrs(cntrs).with_srq(srx.as_ref().map(|s| s.credits.clone())));
         let qp_num = qp.qp_num();
         if let Some((c, _)) = &tx_cq {
             c.attach(qp_num, credits.clone());
@@ -558,7 +598,8 @@ impl MsgEp {
             }
         }
         let tx_size = self.info.tx.size.max(1);
-        let rx_size = self.info.rx.size.max(1);
+        // Receive room of a shared receive context stays with it (Srx::close).
+        let rx_size = if b.srx.is_some() { 0 } else { self.info.rx.size.max(1) };
         if self.path.get().is_some() {
             let same = matches!((&b.tx_cq, &b.rx_cq), (Some((a, _)), Some((c, _))) if Arc::ptr_eq(a.get(), c.get()));
             if let Some((c, _)) = &b.tx_cq {
@@ -571,6 +612,7 @@ impl MsgEp {
         b.tx_cq = None;
         b.rx_cq = None;
         b.cntrs.clear();
+        b.srx = None;
         Ok(())
     }
 
@@ -702,6 +744,9 @@ impl MsgEp {
         let Some(cq) = &p.rx_cq else {
             return crate::fail!(FiError::NOCQ, "no receive CQ bound");
         };
+        if p.credits.srq.is_some() {
+            return crate::fail!(FiError::OPNOTSUPP, "fi_recv: the endpoint receives from its shared receive context: post there");
+        }
         let silent = p.rx_selective && flags & FI_COMPLETION == 0;
         if !p.credits.take_rx() {
             cq.progress();

@@ -396,12 +396,21 @@ fn build_info(
     }
     let max_msg = (dc.port.max_msg_sz as usize).max(1);
     over(hi.ep.max_msg_size, max_msg, "max_msg_size")?;
-    if hi.ep.tx_ctx_cnt == FI_SHARED_CONTEXT || hi.ep.rx_ctx_cnt == FI_SHARED_CONTEXT {
-        tracing::info!("getinfo: shared contexts are not supported");
+    // Shared receive contexts (an SRQ, crate::srx) where the device has SRQs;
+    // no shared transmit contexts: verbs has no shared send queue.
+    let srx_max = usize::from(dc.attr.max_srq > 0);
+    if hi.ep.tx_ctx_cnt == FI_SHARED_CONTEXT {
+        tracing::info!("getinfo: shared transmit contexts are not supported");
+        return Err(FiError::NODATA);
+    }
+    if hi.ep.rx_ctx_cnt == FI_SHARED_CONTEXT && srx_max == 0 {
+        tracing::info!("getinfo: device {} has no shared receive queues", dc.dev.name());
         return Err(FiError::NODATA);
     }
     over(hi.ep.tx_ctx_cnt, 1, "ep tx_ctx_cnt")?;
-    over(hi.ep.rx_ctx_cnt, 1, "ep rx_ctx_cnt")?;
+    if hi.ep.rx_ctx_cnt != FI_SHARED_CONTEXT {
+        over(hi.ep.rx_ctx_cnt, 1, "ep rx_ctx_cnt")?;
+    }
     if hi.ep.auth_key_size != 0 || hi.domain.auth_key_size != 0 {
         tracing::info!("getinfo: authorization keys are not supported");
         return Err(FiError::NODATA);
@@ -437,10 +446,11 @@ fn build_info(
         return Err(FiError::NODATA);
     }
     over(hi.domain.mr_iov_limit, 1, "mr_iov_limit")?;
-    if hi.domain.max_ep_stx_ctx > 0 || hi.domain.max_ep_srx_ctx > 0 {
-        tracing::info!("getinfo: shared tx/rx contexts are not supported on MSG endpoints yet");
+    if hi.domain.max_ep_stx_ctx > 0 {
+        tracing::info!("getinfo: shared transmit contexts are not supported (verbs has no shared send queue)");
         return Err(FiError::NODATA);
     }
+    over(hi.domain.max_ep_srx_ctx, srx_max, "max_ep_srx_ctx")?;
     domain_caps(hi)?;
     over(hi.domain.cntr_cnt, CNTR_CNT, "cntr_cnt")?;
 
@@ -496,7 +506,7 @@ fn build_info(
             max_order_waw_size: max_msg,
             mem_tag_format: 0,
             tx_ctx_cnt: 1,
-            rx_ctx_cnt: 1,
+            rx_ctx_cnt: if hi.ep.rx_ctx_cnt == FI_SHARED_CONTEXT { FI_SHARED_CONTEXT } else { 1 },
             auth_key_size: 0,
         },
         domain: DomainAttr {
@@ -518,7 +528,7 @@ fn build_info(
             max_ep_tx_ctx: 1,
             max_ep_rx_ctx: 1,
             max_ep_stx_ctx: 0,
-            max_ep_srx_ctx: 0,
+            max_ep_srx_ctx: srx_max,
             cntr_cnt: CNTR_CNT,
             mr_iov_limit: 1,
             caps: DOMAIN_CAPS,

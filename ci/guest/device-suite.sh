@@ -141,6 +141,7 @@ CTESTS=(
   getinfo_caps:getinfo_caps
   cq_many:cq_many
   msg_pep_handle:msg_pep_handle
+  msg_srx:msg_srx
 )
 CTEST_TIMEOUT="${CTEST_TIMEOUT:-180}"
 
@@ -266,6 +267,27 @@ if [ "$SUITE_PROVIDER" = rsverbs ]; then
       run_ctest "$name" "${parts[@]:1}"
     )
   done
+fi
+# rxm with FI_OFI_RXM_USE_SRX=1: its MSG endpoints receive through one rsverbs
+# shared receive context (fi_srx_context); the log must show it was made.
+# (At FI_LOG_LEVEL=info, log lines may follow the PASS line: it is looked
+# for anywhere in the output.)
+if [ "$SUITE_PROVIDER" = rsverbs ] && selected rxm_mercury_info_srx; then
+  log="$LAB_OUT/rxm_mercury_info_srx.log"
+  lab_log "ctest rxm_mercury_info_srx: $bin/rxm_mercury_info (FI_OFI_RXM_USE_SRX=1)"
+  (
+    unset FI_PROVIDER
+    export TEST_PROVIDER="verbs;ofi_rxm" TEST_NAME=rxm_mercury_info_srx FI_OFI_RXM_USE_SRX=1 FI_LOG_LEVEL=info
+    with_timeout "$CTEST_TIMEOUT" "$bin/rxm_mercury_info"
+  ) >"$log" 2>&1
+  rc=$?
+  [ "$rc" = 0 ] && ! grep -qx "PASS rxm_mercury_info_srx" "$log" && rc=1
+  [ "$rc" = 0 ] || { echo "--- $log (tail)"; grep -Ev "^libfabric:" "$log" | tail -n 25; }
+  record rxm_mercury_info_srx "$rc"
+  rc=0
+  grep -q "srx: shared receive queue of" "$log" ||
+    { echo "rxm_mercury_info_srx_log: no 'srx: shared receive queue' line (rxm did not use a shared receive context)"; rc=1; }
+  record rxm_mercury_info_srx_log "$rc"
 fi
 # ---- end of the rxm block ----------------------------------------------------
 # ---- reliability: leaks (LeakSanitizer) ------------------------------------

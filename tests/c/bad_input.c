@@ -941,7 +941,29 @@ static void phase_domain(void)
 	ROW("fi_av_open: av out-param NULL", -FI_EINVAL, fi_av_open(g.dom, &ava, NULL, NULL));
 	phase_cntr_poll(&cta, &cntr, &pa, &ps);
 	ROW("fi_stx_context (unsupported)", -FI_ENOSYS, fi_stx_context(g.dom, &txa, &stx, NULL));
-	ROW("fi_srx_context (unsupported)", -FI_ENOSYS, fi_srx_context(g.dom, &rxa, &e, NULL));
+	/* shared receive contexts (MSG): refused input, then one that works */
+	rxa.size = (size_t)1 << 40;
+	ROW("fi_srx_context: size beyond the device's max_srq_wr", -FI_EINVAL, fi_srx_context(g.dom, &rxa, &e, NULL));
+	rxa = *g.cinfo->rx_attr;
+	rxa.caps = FI_TAGGED;
+	ROW("fi_srx_context: rx caps FI_TAGGED (not on MSG)", -FI_ENOSYS, fi_srx_context(g.dom, &rxa, &e, NULL));
+	rxa = *g.cinfo->rx_attr;
+	rxa.op_flags = BOGUS_FLAG;
+	ROW("fi_srx_context: unknown op_flags bit", -FI_EBADFLAGS, fi_srx_context(g.dom, &rxa, &e, NULL));
+	rxa = *g.cinfo->rx_attr;
+	ROW("fi_srx_context: rx_ep out-param NULL", -FI_EINVAL, fi_srx_context(g.dom, &rxa, NULL, NULL));
+	e = NULL;
+	if (ROW("fi_srx_context (control)", 0, fi_srx_context(g.dom, &rxa, &e, NULL)) == 0 && e) {
+		ROW("fi_recv(srx): NULL buffer with length 8", -FI_EINVAL, fi_recv(e, NULL, 8, NULL, 0, NULL));
+		ROW("fi_recv(srx): no descriptor (FI_MR_LOCAL)", -FI_EINVAL, fi_recv(e, g.buf, 8, NULL, 0, NULL));
+		ROW("fi_recvmsg(srx): FI_MULTI_RECV", -FI_EOPNOTSUPP,
+		    ({ struct iovec v = { g.buf, 8 }; void *d = g.desc;
+		       struct fi_msg m = { .msg_iov = &v, .desc = &d, .iov_count = 1 }; fi_recvmsg(e, &m, FI_MULTI_RECV); }));
+		ROW("fi_send(srx) (receive only)", -FI_ENOSYS, fi_send(e, g.buf, 8, g.desc, 0, NULL));
+		ROW("fi_ep_bind(srx): an EQ", -FI_EINVAL, fi_ep_bind(e, &g.eq_w->fid, 0));
+		ROW("fi_close(srx) (control)", 0, fi_close(&e->fid));
+		e = NULL;
+	}
 	ROW("fi_scalable_ep (unsupported)", -FI_ENOSYS, fi_scalable_ep(g.dom, g.cinfo, &e, NULL));
 	ROW("fi_query_atomic (no atomics)", -FI_ENOSYS,
 	    fi_query_atomic(g.dom, FI_UINT64, FI_SUM, &aa, 0));
