@@ -289,6 +289,22 @@ if [ "$SUITE_PROVIDER" = rsverbs ] && selected rxm_mercury_info_srx; then
     { echo "rxm_mercury_info_srx_log: no 'srx: shared receive queue' line (rxm did not use a shared receive context)"; rc=1; }
   record rxm_mercury_info_srx_log "$rc"
 fi
+# rxm's receive memory with and without shared receive contexts, 16 peers
+# (rxm_srx_peers: the server's VmPin must stay flat with FI_OFI_RXM_USE_SRX=1
+# and a 1024-buffer context, and grow with the peers without it, which shows
+# the measure works).
+for v in "rxm_srx_peers 1" "rxm_srx_peers_off 0"; do
+  read -r name srx <<<"$v"
+  if [ "$SUITE_PROVIDER" = rsverbs ] && selected "$name"; then
+    (
+      unset FI_PROVIDER
+      export TEST_PROVIDER="verbs;ofi_rxm" TEST_NAME="$name" FI_OFI_RXM_USE_SRX="$srx"
+      [ "$srx" = 1 ] && export FI_OFI_RXM_MSG_RX_SIZE=1024
+      run_ctest "$name" rxm_srx_peers
+    )
+    grep -E "VmPin|pinned memory" "$LAB_OUT/$name.log"
+  fi
+done
 # ---- end of the rxm block ----------------------------------------------------
 # ---- reliability: leaks (LeakSanitizer) ------------------------------------
 # A few C tests built with -fsanitize=address: LeakSanitizer sees every
