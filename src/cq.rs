@@ -411,6 +411,9 @@ pub struct Cq {
     queued: AtomicUsize,
     /// The wait set the CQ belongs to (`FI_WAIT_SET`).
     waitset: Mutex<Option<Hold<WaitSet>>>,
+    /// `fi_cq_signal` was called: the next blocked (or blocking) `sread`
+    /// returns `-FI_EAGAIN` at once (fi_cq(3): it unblocks the reader).
+    woken: std::sync::atomic::AtomicBool,
     pub refs: Refs,
 }
 
@@ -481,6 +484,7 @@ impl Cq {
             bunch: config::get().cqread_bunch_size.max(1),
             hooks: RwLock::new(Vec::new()),
             waitset: Mutex::new(None),
+            woken: std::sync::atomic::AtomicBool::new(false),
             refs: Refs::default(),
         }))
     }
@@ -976,15 +980,23 @@ impl Cq {
             return crate::fail!(FiError::INVAL, "fi_cq_sread: CQ opened with FI_WAIT_NONE");
         }
         let dl = sys::deadline(timeout_ms);
+        let woken = || self.woken.swap(false, std::sync::atomic::Ordering::AcqRel);
         loop {
             match self.read(max, out) {
                 Err(FiError::AGAIN) => {}
                 r => return r,
             }
+            if woken() {
+                return Err(FiError::AGAIN);
+            }
             match self.trywait() {
                 Err(FiError::AGAIN) => continue,
                 Err(e) => return Err(e),
                 Ok(()) => {}
+            }
+            // fi_cq_signal before trywait cleared the fd: the flag says so.
+            if woken() {
+                return Err(FiError::AGAIN);
             }
             let left = sys::remaining_ms(dl);
             if left == 0 {
@@ -999,7 +1011,14 @@ impl Cq {
         }
     }
 
-    /// Wakes a thread blocked in `sread` (`fi_cq_signal`).
+    /// `fi_cq_signal`: a thread blocked in `sread` returns `-FI_EAGAIN`
+    /// (as libfabric's verbs), one that blocks next does so at once.
+    pub fn wake(&self) {
+        self.woken.store(true, std::sync::atomic::Ordering::Release);
+        self.signal();
+    }
+
+    /// Wakes a thread blocked in `sread` (software completions queued).
     pub fn signal(&self) {
         if let Some(w) = &self.wait {
             w.signal();

@@ -15,6 +15,12 @@
  *  - min(cq_cnt, 32768) CQs open at once, each first with FI_WAIT_UNSPEC
  *    and, when that fails (fds run out), with FI_WAIT_NONE, exactly as
  *    fi_cq_test does; all of them close;
+ *  - fi_cq_signal (fi_cq_test's cq_signal): fi_cq_sread with no time-out
+ *    (-1) after fi_cq_signal returns -FI_EAGAIN at once, and a thread
+ *    blocked in fi_cq_sread(-1) returns -FI_EAGAIN when another calls
+ *    fi_cq_signal (before the fix the signal was cleared by the reader's
+ *    own arming and sread slept its whole time-out: "signal ignored"; here
+ *    the watchdog would end the test);
  *  - their memory is modest: MemAvailable (kernel memory included: the
  *    verbs CQ ring of rxe is kernel memory mapped into the process) drops by
  *    less than 32 KiB per CQ while they are open (before the fix a default
@@ -25,6 +31,7 @@
 #include "common.h"
 
 #include <dirent.h>
+#include <pthread.h>
 #include <infiniband/verbs.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -86,6 +93,36 @@ static int device_max_cq(const char *dev)
 	return max;
 }
 
+static void *sread_forever(void *arg)
+{
+	struct fi_cq_entry e;
+	return (void *)(intptr_t)fi_cq_sread((struct fid_cq *)arg, &e, 1, NULL, -1);
+}
+
+static void cq_signal_checks(struct fid_domain *dom)
+{
+	struct fid_cq *cq;
+	struct fi_cq_attr a = { .size = 1, .format = FI_CQ_FORMAT_UNSPEC, .wait_obj = FI_WAIT_UNSPEC };
+	CHK(fi_cq_open(dom, &a, &cq, NULL));
+	CHK(fi_cq_signal(cq));
+	struct fi_cq_entry e;
+	ssize_t r = fi_cq_sread(cq, &e, 1, NULL, -1);
+	EXPECT(r == -FI_EAGAIN || r == -FI_ECANCELED, "fi_cq_sread(-1) after fi_cq_signal returned %zd", r);
+	/* a reader already blocked */
+	pthread_t th;
+	EXPECT(pthread_create(&th, NULL, sread_forever, cq) == 0, "pthread_create");
+	sleep_ms(200); /* let it block (if it has not yet, the signal still ends its sread) */
+	CHK(fi_cq_signal(cq));
+	void *res;
+	pthread_join(th, &res);
+	r = (ssize_t)(intptr_t)res;
+	EXPECT(r == -FI_EAGAIN || r == -FI_ECANCELED, "blocked fi_cq_sread(-1) after fi_cq_signal returned %zd", r);
+	r = fi_cq_read(cq, &e, 1);
+	EXPECT(r == -FI_EAGAIN, "fi_cq_read after the signals returned %zd", r);
+	CHK(fi_close(&cq->fid));
+	logmsg("fi_cq_signal: fi_cq_sread(-1) returned -FI_EAGAIN, before and while blocked");
+}
+
 int main(void)
 {
 	test_name = name;
@@ -104,6 +141,8 @@ int main(void)
 	       max_cq);
 	EXPECT(info->domain_attr->cq_cnt == (size_t)max_cq, "cq_cnt %zu, the device offers %d",
 	       info->domain_attr->cq_cnt, max_cq);
+
+	cq_signal_checks(dom);
 
 	/* FI_WAIT_NONE: no fd */
 	struct fid_cq *few[64];
