@@ -260,7 +260,7 @@ unsafe extern "C" fn cq_readerr(cq: *mut fid_cq, buf: *mut fi_cq_err_entry, flag
 unsafe extern "C" fn cq_signal(cq: *mut fid_cq) -> c_int {
     guard("fi_cq_signal", || {
         // SAFETY: cq is a fid per the API.
-        unsafe { obj::<CqObj>(cq as *const fid) }?.inner.signal();
+        unsafe { obj::<CqObj>(cq as *const fid) }?.inner.wake();
         Ok(0)
     })
 }

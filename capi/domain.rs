@@ -44,7 +44,7 @@ static DOMAIN_OPS: fi_ops_domain = fi_ops_domain {
     cntr_open: Some(super::cntr::cntr_open),
     poll_open: Some(super::wait::poll_open),
     stx_ctx: Some(stx_ctx),
-    srx_ctx: Some(srx_ctx),
+    srx_ctx: Some(super::srx::srx_ctx),
     query_atomic: Some(query_atomic),
     query_collective: Some(query_collective),
     endpoint2: Some(super::ep::ep_open2),
@@ -117,7 +117,6 @@ macro_rules! domain_nosys {
 
 domain_nosys!(scalable_ep, "fi_scalable_ep", (_a: *mut fi_info, _b: *mut *mut fid_ep, _c: *mut c_void));
 domain_nosys!(stx_ctx, "fi_stx_context", (_a: *mut fi_tx_attr, _b: *mut *mut fid_stx, _c: *mut c_void));
-domain_nosys!(srx_ctx, "fi_srx_context", (_a: *mut fi_rx_attr, _b: *mut *mut fid_ep, _c: *mut c_void));
 domain_nosys!(query_collective, "fi_query_collective", (_a: fi_collective_op, _b: *mut fi_collective_attr, _c: u64));
 
 /// `fi_query_atomic`: atomics exist on RDM endpoints only (a domain opened

@@ -143,7 +143,7 @@ static EP_MSG_OPS: fi_ops_msg = fi_ops_msg {
     injectdata: Some(ep_injectdata),
 };
 
-static EP_RMA_OPS: fi_ops_rma = fi_ops_rma {
+pub(crate) static EP_RMA_OPS: fi_ops_rma = fi_ops_rma {
     size: std::mem::size_of::<fi_ops_rma>(),
     read: Some(rma_read),
     readv: Some(rma_readv),
@@ -156,7 +156,7 @@ static EP_RMA_OPS: fi_ops_rma = fi_ops_rma {
     injectdata: Some(rma_injectdata),
 };
 
-static EP_TAGGED_OPS: fi_ops_tagged = fi_ops_tagged {
+pub(crate) static EP_TAGGED_OPS: fi_ops_tagged = fi_ops_tagged {
     size: std::mem::size_of::<fi_ops_tagged>(),
     recv: Some(tagged_recv),
     recvv: Some(tagged_recvv),
@@ -181,8 +181,11 @@ unsafe fn ep_common(domain: *mut fid_domain, info: *mut fi_info, out: *mut *mut 
     let handle = unsafe { (*info).handle };
     // SAFETY: as above.
     let i = unsafe { super::info::from_c(info, 0) }?;
-    if !handle.is_null() && i.handle.is_none() {
-        return crate::fail!(FiError::INVAL, "fi_endpoint: info->handle is not a pending connection request of this provider");
+    if !handle.is_null() && i.handle.is_none() && i.pep.is_none() {
+        return crate::fail!(
+            FiError::INVAL,
+            "fi_endpoint: info->handle is neither a pending connection request nor a passive endpoint of this provider"
+        );
     }
     if i.ep.type_ == FI_EP_RDM {
         // SAFETY: `out` checked non-NULL above.
@@ -246,8 +249,10 @@ unsafe extern "C" fn ep_bind(f: *mut fid, bfid: *mut fid, flags: u64) -> c_int {
             // SAFETY: as above.
             FI_CLASS_CNTR => o.inner.bind_cntr(&unsafe { obj::<super::cntr::CntrObj>(bfid) }?.inner, flags)?,
             FI_CLASS_AV => return crate::fail!(FiError::INVAL, "fi_ep_bind: MSG endpoints take no address vector"),
-            FI_CLASS_SRX_CTX | FI_CLASS_STX_CTX => {
-                return crate::fail!(FiError::NOSYS, "fi_ep_bind: shared contexts are not supported yet")
+            // SAFETY: as above.
+            FI_CLASS_SRX_CTX => o.inner.bind_srx(&unsafe { obj::<super::srx::SrxObj>(bfid) }?.inner, flags)?,
+            FI_CLASS_STX_CTX => {
+                return crate::fail!(FiError::NOSYS, "fi_ep_bind: shared transmit contexts are not supported (verbs has no shared send queue)")
             }
             c => return crate::fail!(FiError::INVAL, "fi_ep_bind: cannot bind an object of class {c}"),
         }
@@ -433,22 +438,20 @@ unsafe extern "C" fn ep_getpeer(e: *mut fid_ep, addr: *mut c_void, addrlen: *mut
 }
 
 /// Reads CM private data from the application.
-unsafe fn cm_param<'a>(param: *const c_void, len: usize) -> FiResult<&'a [u8]> {
+/// More than FI_OPT_CM_DATA_SIZE bytes: `-FI_EINVAL`, as libfabric's verbs
+/// provider answers (and fabtests' fi_cm_data expects); nothing is truncated.
+unsafe fn cm_param<'a>(param: *const c_void, len: usize, what: &str) -> FiResult<&'a [u8]> {
     if len == 0 {
         return Ok(&[]);
     }
     if param.is_null() {
         return crate::fail!(FiError::INVAL, "CM data pointer is NULL with length {len}");
     }
-    // fi_cm(3): data beyond FI_OPT_CM_DATA_SIZE is silently truncated.
-    let n = if len > CM_DATA_SIZE {
-        tracing::debug!("CM data of {len} bytes truncated to FI_OPT_CM_DATA_SIZE ({CM_DATA_SIZE})");
-        CM_DATA_SIZE
-    } else {
-        len
-    };
-    // SAFETY: the caller passes `len` (>= n) readable bytes.
-    Ok(unsafe { std::slice::from_raw_parts(param as *const u8, n) })
+    if len > CM_DATA_SIZE {
+        return crate::fail!(FiError::INVAL, "{what}: {len} bytes of CM data, more than FI_OPT_CM_DATA_SIZE ({CM_DATA_SIZE})");
+    }
+    // SAFETY: the caller passes `len` readable bytes.
+    Ok(unsafe { std::slice::from_raw_parts(param as *const u8, len) })
 }
 
 unsafe extern "C" fn ep_connect(e: *mut fid_ep, addr: *const c_void, param: *const c_void, len: usize) -> c_int {
@@ -461,7 +464,7 @@ unsafe extern "C" fn ep_connect(e: *mut fid_ep, addr: *const c_void, param: *con
             return crate::fail!(FiError::INVAL, "fi_connect: address is not sockaddr_in/sockaddr_in6");
         }
         // SAFETY: param has len bytes.
-        let data = unsafe { cm_param(param, len) }?;
+        let data = unsafe { cm_param(param, len, "fi_connect") }?;
         o.inner.connect(a, data).map(|_| 0)
     })
 }
@@ -475,7 +478,7 @@ unsafe extern "C" fn ep_accept(e: *mut fid_ep, param: *const c_void, len: usize)
         // SAFETY: e is a fid per the API.
         let o = unsafe { ep(e) }?;
         // SAFETY: param has len bytes.
-        let data = unsafe { cm_param(param, len) }?;
+        let data = unsafe { cm_param(param, len, "fi_accept") }?;
         o.inner.accept(data).map(|_| 0)
     })
 }
@@ -497,15 +500,15 @@ unsafe extern "C" fn ep_join(_e: *mut fid_ep, _a: *const c_void, _f: u64, _mc: *
 pub(crate) const MAX_IOV: usize = 32;
 
 /// Local buffers of one operation, converted from C under the fi_msg(3) contract.
-struct Iovs {
+pub(crate) struct Iovs {
     v: [std::mem::MaybeUninit<Iov>; MAX_IOV],
     n: usize,
     total: usize,
-    descs_ok: bool,
+    pub(crate) descs_ok: bool,
 }
 
 impl Iovs {
-    fn slice(&self) -> &[Iov] {
+    pub(crate) fn slice(&self) -> &[Iov] {
         // SAFETY: `iovs` initialises the first n entries.
         unsafe { std::slice::from_raw_parts(self.v.as_ptr() as *const Iov, self.n) }
     }
@@ -540,7 +543,7 @@ pub(crate) unsafe fn sge(i: usize, addr: u64, len: usize, desc: Option<*mut *mut
 /// # Safety
 /// `desc` must be NULL or hold `count` descriptors; the buffers must stay
 /// valid for the operation (fi_msg(3)); for inline sends, readable now.
-unsafe fn iovs(bufs: &[(u64, usize)], desc: Option<*mut *mut c_void>) -> FiResult<Iovs> {
+pub(crate) unsafe fn iovs(bufs: &[(u64, usize)], desc: Option<*mut *mut c_void>) -> FiResult<Iovs> {
     if bufs.len() > MAX_IOV {
         return crate::fail!(FiError::INVAL, "{} iovs exceed the limit of {MAX_IOV}", bufs.len());
     }
@@ -580,7 +583,7 @@ const MSG_TX_FLAGS: u64 = FI_COMPLETION
     | FI_REMOTE_CQ_DATA
     | FI_MORE
     | FI_FENCE;
-const MSG_RX_FLAGS: u64 = FI_COMPLETION | FI_MORE;
+pub(crate) const MSG_RX_FLAGS: u64 = FI_COMPLETION | FI_MORE;
 
 #[allow(clippy::too_many_arguments)]
 unsafe fn do_send(
@@ -1072,7 +1075,7 @@ static PEP_FI_OPS: fi_ops = fi_ops {
     ops_set: None,
 };
 
-static PEP_OPS: fi_ops_ep = fi_ops_ep {
+pub(crate) static PEP_OPS: fi_ops_ep = fi_ops_ep {
     size: std::mem::size_of::<fi_ops_ep>(),
     cancel: Some(pep_cancel),
     getopt: Some(ep_getopt),
@@ -1083,7 +1086,7 @@ static PEP_OPS: fi_ops_ep = fi_ops_ep {
     tx_size_left: Some(ep_size_left),
 };
 
-static PEP_CM_OPS: fi_ops_cm = fi_ops_cm {
+pub(crate) static PEP_CM_OPS: fi_ops_cm = fi_ops_cm {
     size: std::mem::size_of::<fi_ops_cm>(),
     setname: Some(pep_setname),
     getname: Some(ep_getname),
@@ -1115,11 +1118,29 @@ pub unsafe extern "C" fn pep_open(fabric: *mut fid_fabric, info: *mut fi_info, o
         });
         // SAFETY: o is our fresh box.
         unsafe { (*o).inner.set_fid(o as usize) };
+        PEPS.lock().insert(o as usize);
         // SAFETY: checked non-NULL.
         unsafe { *out = o as *mut fid_pep };
         Ok(0)
     })
 }
+
+/// The passive endpoint behind an `fi_info->handle`, if it is one of ours.
+///
+/// # Safety
+/// `h` must point to a readable `struct fid` (the libfabric contract).
+pub unsafe fn pep_lookup(h: *mut fid) -> Option<Arc<Pep>> {
+    let peps = PEPS.lock();
+    if !peps.contains(&(h as usize)) {
+        return None;
+    }
+    // SAFETY: registered pointers are live PepObj boxes (removed before they are freed, under this lock).
+    Some(unsafe { &*(h as *const PepObj) }.inner.clone())
+}
+
+/// Live passive endpoints: an `info->handle` is dereferenced only if it is
+/// one of them (a bogus handle gives `-FI_EINVAL`, never a wild read).
+static PEPS: Lazy<Mutex<HashSet<usize>>> = Lazy::new(|| Mutex::new(HashSet::new()));
 
 unsafe fn pep<'a>(p: *mut fid_pep) -> FiResult<&'a PepObj> {
     // SAFETY: p is a fid per the API.
@@ -1128,7 +1149,13 @@ unsafe fn pep<'a>(p: *mut fid_pep) -> FiResult<&'a PepObj> {
 
 unsafe extern "C" fn pep_close(f: *mut fid) -> c_int {
     // SAFETY: f is a fid per the API.
-    guard("fi_close(pep)", || unsafe { close_obj::<PepObj>(f, |o| o.inner.close()) })
+    guard("fi_close(pep)", || unsafe {
+        close_obj::<PepObj>(f, |o| {
+            o.inner.close()?;
+            PEPS.lock().remove(&(f as usize));
+            Ok(())
+        })
+    })
 }
 
 unsafe extern "C" fn pep_bind(f: *mut fid, bfid: *mut fid, flags: u64) -> c_int {
@@ -1210,7 +1237,7 @@ unsafe extern "C" fn pep_reject(p: *mut fid_pep, handle: fid_t, param: *const c_
             return crate::fail!(FiError::INVAL, "fi_reject: not a pending connection request");
         };
         // SAFETY: param has len bytes.
-        let data = unsafe { cm_param(param, len) }?;
+        let data = unsafe { cm_param(param, len, "fi_reject") }?;
         let r = req.reject(data);
         connreq_free(handle);
         r.map(|_| 0)

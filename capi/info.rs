@@ -174,6 +174,10 @@ pub unsafe fn from_c(p: *const fi_info, api: u32) -> FiResult<Info> {
     if !c.handle.is_null() {
         // SAFETY: handle is a fid (the libfabric contract); only registered ones are dereferenced.
         i.handle = unsafe { super::ep::connreq_lookup(c.handle) };
+        if i.handle.is_none() {
+            // SAFETY: as above (a passive endpoint is dereferenced only if ours).
+            i.pep = unsafe { super::ep::pep_lookup(c.handle) };
+        }
     }
     // SAFETY: the attribute pointers are NULL or valid per the contract.
     unsafe {
@@ -243,6 +247,9 @@ pub fn to_c(i: &Info, prov_name: Option<&str>) -> FiResult<*mut fi_info> {
         }
         if let Some(h) = &i.handle {
             c.handle = super::ep::connreq_new(h.clone());
+        } else if let Some(pep) = &i.pep {
+            // The application's own passive endpoint, as its hints named it.
+            c.handle = pep.fid() as *mut fid;
         }
         *tx = fi_tx_attr {
             caps: i.tx.caps,

@@ -21,6 +21,7 @@ pub mod prov;
 pub mod rdm;
 pub mod rdm_atomic;
 pub mod rdm_mem;
+pub mod srx;
 pub mod tostr;
 pub mod util;
 pub mod version;

@@ -12,7 +12,7 @@
 use std::collections::VecDeque;
 use rustc_hash::FxHashMap as HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, OnceLock, Weak};
 
 use parking_lot::{Mutex, RwLock};
 
@@ -88,6 +88,9 @@ pub struct QpCounters {
     /// The counters of the QP's endpoint (`fi_ep_bind` of a counter), bumped
     /// as its completions are polled.
     pub cntrs: CntrSet,
+    /// The receive slots of the shared receive context the QP receives from
+    /// (`fi_ep_bind(ep, srx)`): receive completions give their credit there.
+    pub srq: Option<Arc<QpCounters>>,
     /// Unsignalled requests posted since the last signalled inject absorbed them.
     unsig: AtomicUsize,
     unsig_batch: usize,
@@ -105,6 +108,7 @@ impl QpCounters {
             tx_max,
             rx_max,
             cntrs: CntrSet::default(),
+            srq: None,
             unsig: AtomicUsize::new(0),
             unsig_batch,
             piece_err: std::sync::atomic::AtomicU32::new(0),
@@ -114,6 +118,12 @@ impl QpCounters {
     /// With the endpoint's counters.
     pub fn with_cntrs(mut self, cntrs: CntrSet) -> Self {
         self.cntrs = cntrs;
+        self
+    }
+
+    /// Receiving from a shared receive context with these slots.
+    pub fn with_srq(mut self, srq: Option<Arc<QpCounters>>) -> Self {
+        self.srq = srq;
         self
     }
 
@@ -364,7 +374,19 @@ pub struct Cq {
     pub domain: Hold<Domain>,
     pub format: u32,
     pub wait_obj: u32,
-    pub cq: verbs::Cq,
+    /// The verbs CQ, created by the first `commit` (the first MSG endpoint
+    /// enabled on this CQ): a CQ no QP completes on (RDM endpoints complete
+    /// on their own; many applications open CQs they never use) holds no
+    /// device memory.
+    vcq: OnceLock<verbs::Cq>,
+    /// Entries the application asked for (clamped to the device's max_cqe);
+    /// 0: sized by what the bound endpoints need.
+    asked: usize,
+    /// The completion channel: opened with the CQ when it has a wait object
+    /// (its fd is a member of `wait`), else only if a counter that can be
+    /// waited on is fed by this CQ before its verbs CQ exists. A CQ opened
+    /// with FI_WAIT_NONE takes no file descriptor.
+    channel: OnceLock<Arc<CompChannel>>,
     state: Mutex<State>,
     pub wait: Option<WaitFd>,
     /// Work requests the bound endpoints may have outstanding at once.
@@ -393,12 +415,15 @@ pub struct Cq {
     queued: AtomicUsize,
     /// The wait set the CQ belongs to (`FI_WAIT_SET`).
     waitset: Mutex<Option<Hold<WaitSet>>>,
+    /// `fi_cq_signal` was called: the next blocked (or blocking) `sread`
+    /// returns `-FI_EAGAIN` at once (fi_cq(3): it unblocks the reader).
+    woken: std::sync::atomic::AtomicBool,
     pub refs: Refs,
 }
 
 impl std::fmt::Debug for Cq {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Cq").field("format", &self.format).field("capacity", &self.cq.capacity()).finish()
+        f.debug_struct("Cq").field("format", &self.format).field("capacity", &self.vcq.get().map(|c| c.capacity())).finish()
     }
 }
 
@@ -408,8 +433,6 @@ impl HasRefs for Cq {
     }
 }
 
-/// Default CQ size when the application gives 0.
-const DEFAULT_CQ_SIZE: usize = 2048;
 
 impl Cq {
     pub fn open(domain: &Arc<Domain>, size: usize, format: u32, wait_obj: u32, flags: u64) -> FiResult<Arc<Cq>> {
@@ -428,35 +451,32 @@ impl Cq {
             _ => return crate::fail!(FiError::INVAL, "fi_cq_open: invalid wait object {wait_obj}"),
         };
         let max = domain.attr.max_cqe.max(1) as usize;
-        let want = if size == 0 { DEFAULT_CQ_SIZE.min(max) } else { size };
-        if want > max {
+        if size > max {
             // Honour the request's spirit: the device cannot hold more; endpoints
             // bound later are checked against the real capacity.
-            tracing::info!("fi_cq_open: size {want} clamped to the device's max_cqe {max}");
+            tracing::info!("fi_cq_open: size {size} clamped to the device's max_cqe {max}");
         }
-        // Every CQ gets a completion channel, also with FI_WAIT_NONE: a
-        // counter fed by this CQ sleeps on it (the CQ itself has no wait fd then).
-        let channel: Option<Arc<CompChannel>> = match domain.dev.create_comp_channel() {
-            Ok(c) => Some(Arc::new(c)),
-            Err(e) if wait_obj == FI_WAIT_NONE => {
-                tracing::info!("fi_cq_open: no completion channel (errno {e}): counters fed by this CQ will poll");
-                None
-            }
-            Err(e) => return crate::fail!(FiError::from_errno(e), "fi_cq_open: ibv_create_comp_channel failed: errno {e}"),
-        };
-        let cq = match domain.dev.create_cq(want.min(max) as i32, channel.clone()) {
-            Ok(c) => c,
-            Err(e) => return crate::fail!(FiError::from_errno(e), "fi_cq_open: ibv_create_cq({}) failed: errno {e}", want.min(max)),
-        };
-        let wait = match &channel {
-            Some(ch) if wait_obj != FI_WAIT_NONE => Some(WaitFd::new(&[ch.fd()])?),
-            _ => None,
+        // A wait object needs the completion channel now (its fd is in the
+        // CQ's wait fd); FI_WAIT_NONE takes no fd (as libfabric's verbs).
+        let channel = OnceLock::new();
+        let wait = if wait_obj != FI_WAIT_NONE {
+            let ch = match domain.dev.create_comp_channel() {
+                Ok(c) => Arc::new(c),
+                Err(e) => return crate::fail!(FiError::from_errno(e), "fi_cq_open: ibv_create_comp_channel failed: errno {e}"),
+            };
+            let w = WaitFd::new(&[ch.fd()])?;
+            let _ = channel.set(ch);
+            Some(w)
+        } else {
+            None
         };
         Ok(Arc::new(Cq {
             domain: Hold::new(domain),
             format: if format == FI_CQ_FORMAT_UNSPEC { FI_CQ_FORMAT_CONTEXT } else { format },
             wait_obj,
-            cq,
+            vcq: OnceLock::new(),
+            asked: size.min(max),
+            channel,
             state: Mutex::new(State::default()),
             wait,
             committed: Mutex::new(0),
@@ -468,6 +488,7 @@ impl Cq {
             bunch: config::get().cqread_bunch_size.max(1),
             hooks: RwLock::new(Vec::new()),
             waitset: Mutex::new(None),
+            woken: std::sync::atomic::AtomicBool::new(false),
             refs: Refs::default(),
         }))
     }
@@ -531,24 +552,63 @@ impl Cq {
 
     /// Reserves room for `n` more outstanding requests, growing the verbs CQ if
     /// needed, so that the CQ can never overrun.
+    /// The first commit creates the verbs CQ (the size the application asked
+    /// for, or what is needed if more).
     pub fn commit(&self, n: usize) -> FiResult<()> {
         let mut c = self.committed.lock();
         let need = *c + n;
-        let cap = self.cq.capacity().max(0) as usize;
-        if need > cap {
-            let max = self.domain.attr.max_cqe.max(1) as usize;
-            if need > max {
-                return crate::fail!(
-                    FiError::NOSPC,
-                    "CQ cannot hold {need} outstanding completions (device max_cqe {max}); use a smaller tx/rx size or more CQs"
-                );
+        let max = self.domain.attr.max_cqe.max(1) as usize;
+        if need > max {
+            return crate::fail!(
+                FiError::NOSPC,
+                "CQ cannot hold {need} outstanding completions (device max_cqe {max}); use a smaller tx/rx size or more CQs"
+            );
+        }
+        match self.vcq.get() {
+            None => {
+                let size = need.max(self.asked).max(1);
+                let cq = match self.domain.dev.create_cq(size as i32, self.channel.get().cloned()) {
+                    Ok(cq) => cq,
+                    Err(e) => return crate::fail!(FiError::from_errno(e), "CQ: ibv_create_cq({size}) failed: errno {e}"),
+                };
+                tracing::debug!("cq: verbs CQ created with {} entries ({need} needed)", cq.capacity());
+                let _ = self.vcq.set(cq);
             }
-            if let Err(e) = self.cq.resize(need as i32) {
-                return crate::fail!(FiError::NOSPC, "CQ resize to {need} failed: errno {e}");
+            Some(cq) if need > cq.capacity().max(0) as usize => {
+                if let Err(e) = cq.resize(need as i32) {
+                    return crate::fail!(FiError::NOSPC, "CQ resize to {need} failed: errno {e}");
+                }
             }
+            Some(_) => {}
         }
         *c = need;
         Ok(())
+    }
+
+    /// The verbs CQ, once an endpoint's `commit` created it.
+    pub fn verbs_cq(&self) -> Option<&verbs::Cq> {
+        self.vcq.get()
+    }
+
+    /// A counter that can be waited on will be fed by this CQ: give the CQ a
+    /// completion channel, so the counter's wait fd wakes for it. Possible
+    /// only before the verbs CQ exists (a channel is fixed at creation);
+    /// after that the counter polls (`Cntr::add_source` sees no fd).
+    pub fn want_channel(&self) {
+        let _c = self.committed.lock();
+        if self.channel.get().is_some() {
+            return;
+        }
+        if self.vcq.get().is_some() {
+            tracing::info!("cq: opened with FI_WAIT_NONE and already in use: a counter fed by it polls instead of sleeping");
+            return;
+        }
+        match self.domain.dev.create_comp_channel() {
+            Ok(ch) => {
+                let _ = self.channel.set(Arc::new(ch));
+            }
+            Err(e) => tracing::info!("cq: no completion channel (errno {e}): counters fed by this CQ will poll"),
+        }
     }
 
     pub fn uncommit(&self, n: usize) {
@@ -574,7 +634,10 @@ impl Cq {
         }
         if let Some((_, c)) = cache {
             if id.kind == OpKind::Recv {
-                c.give_rx()
+                match &c.srq {
+                    Some(s) => s.give_rx(),
+                    None => c.give_rx(),
+                }
             } else if id.batch {
                 c.give_tx_n(id.ctx as usize)
             } else {
@@ -612,6 +675,13 @@ impl Cq {
         } else {
             WrId { kind, ctx: self.stash(ctx), indirect: true, silent, batch: false }.encode()
         }
+    }
+
+    /// A work-request id that carries `ctx` itself (no side table of a CQ):
+    /// for receives of a shared receive context, which may complete on any
+    /// of several CQs. None when `ctx` does not fit.
+    pub fn direct_wr_id(kind: OpKind, ctx: u64) -> Option<u64> {
+        (ctx <= CTX_MASK).then(|| WrId { kind, ctx, indirect: false, silent: false, batch: false }.encode())
     }
 
     /// Work-request id of an inject posted under `QpCounters::unsignalled`:
@@ -796,7 +866,8 @@ impl Cq {
         let used = self.used.load(std::sync::atomic::Ordering::Acquire);
         while used && n < max && st.queue.is_empty() {
             let want = (max - n).clamp(self.bunch.min(MAXB), MAXB);
-            let polled = match self.cq.poll_buf(&mut wcs, want) {
+            let Some(vcq) = self.vcq.get() else { break };
+            let polled = match vcq.poll_buf(&mut wcs, want) {
                 Ok(g) => g,
                 Err(e) => return crate::fail!(FiError::from_errno(e), "cq: ibv_poll_cq failed: errno {e}"),
             };
@@ -868,8 +939,9 @@ impl Cq {
         let mut wcs = verbs::WcBuf::<16>::new();
         let mut any = false;
         let mut cache = None;
+        let Some(vcq) = self.vcq.get() else { return false };
         loop {
-            let polled = self.cq.poll_buf(&mut wcs, 16).unwrap_or(&[]);
+            let polled = vcq.poll_buf(&mut wcs, 16).unwrap_or(&[]);
             let got = polled.len();
             for wc in polled {
                 match self.translate(&mut st, &mut cache, wc) {
@@ -906,12 +978,16 @@ impl Cq {
                 return Err(FiError::AGAIN);
             }
         }
-        if let Some(ch) = self.cq.channel() {
-            while ch.consume_event(&self.cq) {}
+        if let Some(vcq) = self.vcq.get() {
+            if let Some(ch) = vcq.channel() {
+                while ch.consume_event(vcq) {}
+            }
         }
         w.clear();
-        if let Err(e) = self.cq.req_notify() {
-            return crate::fail!(FiError::from_errno(e), "fi_trywait: ibv_req_notify_cq failed: errno {e}");
+        if let Some(vcq) = self.vcq.get() {
+            if let Err(e) = vcq.req_notify() {
+                return crate::fail!(FiError::from_errno(e), "fi_trywait: ibv_req_notify_cq failed: errno {e}");
+            }
         }
         // Close the race: a completion that arrived before the arm raises no event.
         if self.poll_into_pending() {
@@ -939,15 +1015,23 @@ impl Cq {
             return crate::fail!(FiError::INVAL, "fi_cq_sread: CQ opened with FI_WAIT_NONE");
         }
         let dl = sys::deadline(timeout_ms);
+        let woken = || self.woken.swap(false, std::sync::atomic::Ordering::AcqRel);
         loop {
             match self.read(max, out) {
                 Err(FiError::AGAIN) => {}
                 r => return r,
             }
+            if woken() {
+                return Err(FiError::AGAIN);
+            }
             match self.trywait() {
                 Err(FiError::AGAIN) => continue,
                 Err(e) => return Err(e),
                 Ok(()) => {}
+            }
+            // fi_cq_signal before trywait cleared the fd: the flag says so.
+            if woken() {
+                return Err(FiError::AGAIN);
             }
             let left = sys::remaining_ms(dl);
             if left == 0 {
@@ -962,7 +1046,14 @@ impl Cq {
         }
     }
 
-    /// Wakes a thread blocked in `sread` (`fi_cq_signal`).
+    /// `fi_cq_signal`: a thread blocked in `sread` returns `-FI_EAGAIN`
+    /// (as libfabric's verbs), one that blocks next does so at once.
+    pub fn wake(&self) {
+        self.woken.store(true, std::sync::atomic::Ordering::Release);
+        self.signal();
+    }
+
+    /// Wakes a thread blocked in `sread` (software completions queued).
     pub fn signal(&self) {
         if let Some(w) = &self.wait {
             w.signal();
@@ -995,12 +1086,14 @@ impl Progress for Cq {
     }
 
     fn arm(&self) -> bool {
-        if let Some(ch) = self.cq.channel() {
-            while ch.consume_event(&self.cq) {}
-        }
-        if let Err(e) = self.cq.req_notify() {
-            tracing::warn!("cq: ibv_req_notify_cq failed: errno {e}");
-            return false;
+        if let Some(vcq) = self.vcq.get() {
+            if let Some(ch) = vcq.channel() {
+                while ch.consume_event(vcq) {}
+            }
+            if let Err(e) = vcq.req_notify() {
+                tracing::warn!("cq: ibv_req_notify_cq failed: errno {e}");
+                return false;
+            }
         }
         if Cq::progress(self) {
             return false;
@@ -1009,7 +1102,7 @@ impl Progress for Cq {
     }
 
     fn wait_fd(&self) -> Option<std::os::fd::RawFd> {
-        self.cq.channel().map(|c| c.fd())
+        self.channel.get().map(|c| c.fd())
     }
 }
 

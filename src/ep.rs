@@ -25,13 +25,23 @@ use crate::error::{FiError, FiResult};
 use crate::fabric::{Fabric, Hold};
 use crate::info::{Info, CM_DATA_SIZE};
 use crate::mr::lkey_of;
+use crate::srx::Srx;
 use crate::verbs::cm::{CmEvent, CmEventKind, CmId, ConnParam};
 use crate::verbs::{send_flags, Iov, QpCaps, SendOp};
 
 /// Encodes application CM data behind its length byte.
-/// Data beyond `CM_DATA_SIZE` is cut (fi_cm(3): silently truncated).
-pub fn cm_data_encode(data: &[u8]) -> FiResult<Vec<u8>> {
-    let data = &data[..data.len().min(CM_DATA_SIZE)];
+/// Data longer than `CM_DATA_SIZE` (`FI_OPT_CM_DATA_SIZE`) is refused with
+/// `-FI_EINVAL`, as libfabric's verbs provider does and fabtests' `fi_cm_data`
+/// expects (fi_cm(3) speaks of silent truncation; nothing is cut here, so no
+/// application data is lost unnoticed).
+pub fn cm_data_encode(data: &[u8], what: &str) -> FiResult<Vec<u8>> {
+    if data.len() > CM_DATA_SIZE {
+        return crate::fail!(
+            FiError::INVAL,
+            "{what}: {} bytes of CM data, more than FI_OPT_CM_DATA_SIZE ({CM_DATA_SIZE})",
+            data.len()
+        );
+    }
     let mut v = Vec::with_capacity(data.len() + 1);
     v.push(data.len() as u8);
     v.extend_from_slice(data);
@@ -66,7 +76,7 @@ impl ConnReq {
 
     /// `fi_reject`.
     pub fn reject(&self, data: &[u8]) -> FiResult<()> {
-        let enc = cm_data_encode(data)?;
+        let enc = cm_data_encode(data, "fi_reject")?;
         let Some(id) = self.take_id() else {
             return crate::fail!(FiError::INVAL, "fi_reject: connection request already answered");
         };
@@ -105,6 +115,8 @@ struct Binds {
     rx_cq: Option<(Hold<Cq>, bool)>,
     eq: Option<(Hold<Eq>, u64)>,
     cntrs: CntrBinds,
+    /// The shared receive context the endpoint receives from.
+    srx: Option<Hold<Srx>>,
 }
 
 /// The data path of an enabled endpoint (immutable once set).
@@ -163,16 +175,27 @@ impl MsgEp {
             };
             (id, true, (req.initiator_depth, req.responder_resources))
         } else {
-            let id = CmId::new_sync().map_err(FiError::from_errno)?;
+            // A passive endpoint in info->handle lends its rdma-cm id, bound
+            // to its address (fi_getname then reports that address).
+            let (id, stolen) = match &info.pep {
+                Some(p) => {
+                    let id = p.take_id()?;
+                    let bound = id.local_addr().filter(|a| a.port() != 0);
+                    tracing::debug!("fi_endpoint: taking over the passive endpoint's rdma-cm id (address {bound:?})");
+                    (id, bound.is_some())
+                }
+                None => (CmId::new_sync().map_err(FiError::from_errno)?, false),
+            };
             if let Some(dst) = &info.dest_addr {
-                let src = info.src_addr.filter(|s| !s.ip().is_unspecified());
+                // A bound id keeps its address: rdma_resolve_addr binds only unbound ids.
+                let src = info.src_addr.filter(|s| !s.ip().is_unspecified() && !stolen);
                 if let Err(e) = id.resolve_addr(src.as_ref(), dst, 2000) {
                     return crate::fail!(FiError::from_errno(e), "fi_endpoint: cannot resolve {dst}: {}", ioerr(e));
                 }
                 if let Err(e) = id.resolve_route(2000) {
                     return crate::fail!(FiError::from_errno(e), "fi_endpoint: cannot resolve a route to {dst}: {}", ioerr(e));
                 }
-            } else if let Some(src) = &info.src_addr {
+            } else if let (Some(src), false) = (&info.src_addr, stolen) {
                 if let Err(e) = id.bind_addr(src) {
                     return crate::fail!(FiError::from_errno(e), "fi_endpoint: cannot bind {src}: {}", ioerr(e));
                 }
@@ -189,9 +212,11 @@ impl MsgEp {
                 );
             }
         }
+        let mut stored = info.clone();
+        stored.pep = None;
         let ep = Arc::new(MsgEp {
             domain: Hold::new(domain),
-            info: info.clone(),
+            info: stored,
             id,
             from_connreq,
             connreq_depth: depth,
@@ -261,6 +286,27 @@ impl MsgEp {
         self.binds.lock().cntrs.bind(cntr, flags)
     }
 
+    /// `fi_ep_bind` to a shared receive context (`fi_srx_context`): the QP
+    /// receives from its SRQ; receives are posted there, not here.
+    pub fn bind_srx(&self, srx: &Arc<Srx>, flags: u64) -> FiResult<()> {
+        let _g = self.ctl.lock();
+        if self.state() != EpState::Idle {
+            return crate::fail!(FiError::OPBADSTATE, "fi_ep_bind: endpoint already enabled");
+        }
+        if flags != 0 {
+            return crate::fail!(FiError::BADFLAGS, "fi_ep_bind: unsupported shared receive context bind flags {flags:#x}");
+        }
+        if !Arc::ptr_eq(srx.domain.get(), self.domain.get()) {
+            return crate::fail!(FiError::DOMAIN, "fi_ep_bind: shared receive context belongs to another domain");
+        }
+        let mut b = self.binds.lock();
+        if b.srx.is_some() {
+            return crate::fail!(FiError::INVAL, "fi_ep_bind: a shared receive context is already bound");
+        }
+        b.srx = Some(Hold::new(srx));
+        Ok(())
+    }
+
     /// `fi_ep_bind` to an EQ.
     pub fn bind_eq(self: &Arc<Self>, eq: &Arc<Eq>, flags: u64) -> FiResult<()> {
         let _g = self.ctl.lock();
@@ -320,8 +366,29 @@ impl MsgEp {
         if cntrs.recv.is_some() && rx_cq.is_none() {
             return crate::fail!(FiError::NOCQ, "fi_enable: a receive counter needs a receive CQ bound too");
         }
+        let srx = b.srx.as_ref().map(|h| h.get().clone());
+        if srx.is_none() && self.info.ep.rx_ctx_cnt == FI_SHARED_CONTEXT {
+            return crate::fail!(FiError::INVAL, "fi_enable: rx_ctx_cnt is FI_SHARED_CONTEXT but no shared receive context is bound");
+        }
+        if srx.is_some() && rx_cq.is_none() {
+            return crate::fail!(FiError::NOCQ, "fi_enable: receiving from a shared receive context needs a receive CQ bound");
+        }
         drop(b);
-        // Reserve CQ room for every request that can be outstanding.
+        // A counter that can be waited on sleeps on the CQs' completion
+        // channels: a CQ opened with FI_WAIT_NONE gets one now.
+        if cntrs.all().any(|c| c.wait.is_some()) {
+            for (q, _) in [&tx_cq, &rx_cq].into_iter().flatten() {
+                q.want_channel();
+            }
+        }
+        // Reserve CQ room for every request that can be outstanding (the
+        // first reservation creates the verbs CQ).
+        // With a shared receive context the receive room is the SRQ's, reserved
+        // once per CQ (Srx::attach_cq), not per endpoint.
+        if let (Some(s), Some((c, _))) = (&srx, &rx_cq) {
+            s.attach_cq(c)?;
+        }
+        let rx_size = if srx.is_some() { 0 } else { rx_size };
         let same = matches!((&tx_cq, &rx_cq), (Some((a, _)), Some((b, _))) if Arc::ptr_eq(a, b));
         if let Some((c, _)) = &tx_cq {
             c.commit(if same { tx_size + rx_size } else { tx_size })?;
@@ -354,8 +421,11 @@ impl MsgEp {
         } else {
             None
         };
-        let scq: &crate::verbs::Cq = tx_cq.as_ref().map(|(c, _)| &c.cq).unwrap_or_else(|| hidden.as_ref().expect("hidden"));
-        let rcq: &crate::verbs::Cq = rx_cq.as_ref().map(|(c, _)| &c.cq).unwrap_or_else(|| hidden.as_ref().expect("hidden"));
+        fn committed(c: &Arc<Cq>) -> &crate::verbs::Cq {
+            c.verbs_cq().expect("commit created the verbs CQ")
+        }
+        let scq: &crate::verbs::Cq = tx_cq.as_ref().map(|(c, _)| committed(c)).unwrap_or_else(|| hidden.as_ref().expect("hidden"));
+        let rcq: &crate::verbs::Cq = rx_cq.as_ref().map(|(c, _)| committed(c)).unwrap_or_else(|| hidden.as_ref().expect("hidden"));
         let mut keep: Vec<Arc<dyn Send + Sync>> = Vec::new();
         if let Some((c, _)) = &tx_cq {
             keep.push(c.clone());
@@ -366,7 +436,10 @@ impl MsgEp {
         if let Some(h) = &hidden {
             keep.push(h.clone());
         }
-        let qp = match self.id.create_qp(&d.pd, scq, rcq, None, caps, keep) {
+        if let Some(s) = &srx {
+            keep.push(s.srq.clone());
+        }
+        let qp = match self.id.create_qp(&d.pd, scq, rcq, srx.as_ref().map(|s| &*s.srq), caps, keep) {
             Ok(q) => q,
             Err(e) => {
                 uncommit();
@@ -387,7 +460,7 @@ impl MsgEp {
                 }
             }
         }
-        let credits = Arc::new(QpCounters::new(tx_size, rx_size).with_cntrs(cntrs));
+        let credits = Arc::new(QpCounters::new(tx_size, rx_size).with_cntrs(cntrs).with_srq(srx.as_ref().map(|s| s.credits.clone())));
         let qp_num = qp.qp_num();
         if let Some((c, _)) = &tx_cq {
             c.attach(qp_num, credits.clone());
@@ -425,7 +498,7 @@ impl MsgEp {
 
     /// `fi_connect`.
     pub fn connect(&self, addr: Option<SocketAddr>, data: &[u8]) -> FiResult<()> {
-        let enc = cm_data_encode(data)?;
+        let enc = cm_data_encode(data, "fi_connect")?;
         let _g = self.ctl.lock();
         if self.from_connreq {
             return crate::fail!(FiError::INVAL, "fi_connect: endpoint was created from a connection request; use fi_accept");
@@ -459,7 +532,7 @@ impl MsgEp {
 
     /// `fi_accept`.
     pub fn accept(&self, data: &[u8]) -> FiResult<()> {
-        let enc = cm_data_encode(data)?;
+        let enc = cm_data_encode(data, "fi_accept")?;
         let _g = self.ctl.lock();
         if !self.from_connreq {
             return crate::fail!(FiError::INVAL, "fi_accept: endpoint was not created from a connection request");
@@ -525,7 +598,8 @@ impl MsgEp {
             }
         }
         let tx_size = self.info.tx.size.max(1);
-        let rx_size = self.info.rx.size.max(1);
+        // Receive room of a shared receive context stays with it (Srx::close).
+        let rx_size = if b.srx.is_some() { 0 } else { self.info.rx.size.max(1) };
         if self.path.get().is_some() {
             let same = matches!((&b.tx_cq, &b.rx_cq), (Some((a, _)), Some((c, _))) if Arc::ptr_eq(a.get(), c.get()));
             if let Some((c, _)) = &b.tx_cq {
@@ -538,6 +612,7 @@ impl MsgEp {
         b.tx_cq = None;
         b.rx_cq = None;
         b.cntrs.clear();
+        b.srx = None;
         Ok(())
     }
 
@@ -756,6 +831,9 @@ impl MsgEp {
         let Some(cq) = &p.rx_cq else {
             return crate::fail!(FiError::NOCQ, "no receive CQ bound");
         };
+        if p.credits.srq.is_some() {
+            return crate::fail!(FiError::OPNOTSUPP, "fi_recv: the endpoint receives from its shared receive context: post there");
+        }
         let silent = p.rx_selective && flags & FI_COMPLETION == 0;
         if !p.credits.take_rx() {
             cq.progress();
@@ -862,7 +940,9 @@ impl CmHandler for MsgEp {
 pub struct Pep {
     pub fabric: Hold<Fabric>,
     pub info: Info,
-    id: CmId,
+    /// None once an active endpoint took it over (`fi_endpoint` with
+    /// `info->handle` = this passive endpoint).
+    id: Mutex<Option<CmId>>,
     fid: AtomicUsize,
     eq: Mutex<Option<(Hold<Eq>, u64)>>,
     listening: AtomicU32,
@@ -872,7 +952,7 @@ pub struct Pep {
 
 impl std::fmt::Debug for Pep {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Pep").field("addr", &self.id.local_addr()).finish()
+        f.debug_struct("Pep").field("addr", &self.local_addr()).finish()
     }
 }
 
@@ -883,10 +963,12 @@ impl Pep {
             return crate::fail!(FiError::INVAL, "fi_passive_ep: endpoint type {} is not FI_EP_MSG", info.ep.type_);
         }
         let id = CmId::new_sync().map_err(FiError::from_errno)?;
+        let mut stored = info.clone();
+        stored.pep = None;
         let pep = Pep {
             fabric: Hold::new(fabric),
-            info: info.clone(),
-            id,
+            info: stored,
+            id: Mutex::new(Some(id)),
             fid: AtomicUsize::new(0),
             eq: Mutex::new(None),
             listening: AtomicU32::new(0),
@@ -900,7 +982,11 @@ impl Pep {
     }
 
     fn bind(&self, addr: &SocketAddr) -> FiResult<()> {
-        if let Err(e) = self.id.bind_addr(addr) {
+        let g = self.id.lock();
+        let Some(id) = g.as_ref() else {
+            return crate::fail!(FiError::OPBADSTATE, "passive endpoint: its address was taken over by an active endpoint");
+        };
+        if let Err(e) = id.bind_addr(addr) {
             return crate::fail!(FiError::from_errno(e), "passive endpoint: cannot bind {addr}: {}", ioerr(e));
         }
         self.bound.store(1, Ordering::Release);
@@ -909,6 +995,24 @@ impl Pep {
 
     pub fn set_fid(&self, fid: usize) {
         self.fid.store(fid, Ordering::Release);
+    }
+
+    /// The C `struct fid_pep *` (what `info->handle` names).
+    pub fn fid(&self) -> usize {
+        self.fid.load(Ordering::Acquire)
+    }
+
+    /// Hands the rdma-cm id (and with it the bound address) to an active
+    /// endpoint (`fi_endpoint` with `info->handle` = this passive endpoint,
+    /// as libfabric's verbs does). The passive endpoint keeps only its close.
+    fn take_id(&self) -> FiResult<CmId> {
+        if self.listening.load(Ordering::Acquire) != 0 {
+            return crate::fail!(FiError::INVAL, "fi_endpoint: info->handle is a listening passive endpoint");
+        }
+        match self.id.lock().take() {
+            Some(id) => Ok(id),
+            None => crate::fail!(FiError::INVAL, "fi_endpoint: info->handle's passive endpoint was already taken over"),
+        }
     }
 
     /// `fi_setname`: binds the listening address (before `fi_listen`).
@@ -931,10 +1035,14 @@ impl Pep {
         if slot.is_some() {
             return crate::fail!(FiError::INVAL, "fi_pep_bind: an EQ is already bound");
         }
+        let g = self.id.lock();
+        let Some(id) = g.as_ref() else {
+            return crate::fail!(FiError::OPBADSTATE, "fi_pep_bind: the address was taken over by an active endpoint");
+        };
         let weak: Weak<dyn CmHandler> = Arc::downgrade(self) as Weak<dyn CmHandler>;
         let token = eq.register(weak);
-        self.id.set_token(token);
-        if let Err(e) = self.id.migrate(&eq.channel) {
+        id.set_token(token);
+        if let Err(e) = id.migrate(&eq.channel) {
             eq.unregister(token);
             return crate::fail!(FiError::from_errno(e), "fi_pep_bind: rdma_migrate_id failed: {}", ioerr(e));
         }
@@ -951,9 +1059,17 @@ impl Pep {
             return crate::fail!(FiError::ALREADY, "fi_listen: already listening");
         }
         if self.bound.load(Ordering::Acquire) == 0 {
-            self.bind(&SocketAddr::from(([0, 0, 0, 0], 0)))?;
+            if let Err(e) = self.bind(&SocketAddr::from(([0, 0, 0, 0], 0))) {
+                self.listening.store(0, Ordering::Release);
+                return Err(e);
+            }
         }
-        if let Err(e) = self.id.listen(self.backlog.load(Ordering::Relaxed) as i32) {
+        let g = self.id.lock();
+        let Some(id) = g.as_ref() else {
+            self.listening.store(0, Ordering::Release);
+            return crate::fail!(FiError::OPBADSTATE, "fi_listen: the address was taken over by an active endpoint");
+        };
+        if let Err(e) = id.listen(self.backlog.load(Ordering::Relaxed) as i32) {
             self.listening.store(0, Ordering::Release);
             return crate::fail!(FiError::from_errno(e), "fi_listen: rdma_listen failed: {}", ioerr(e));
         }
@@ -961,7 +1077,7 @@ impl Pep {
     }
 
     pub fn local_addr(&self) -> Option<SocketAddr> {
-        self.id.local_addr()
+        self.id.lock().as_ref().and_then(|id| id.local_addr())
     }
 
     pub fn close(&self) -> FiResult<()> {
@@ -979,6 +1095,7 @@ impl CmHandler for Pep {
             CmEventKind::ConnectRequest => {
                 let id = ev.new_id.take()?;
                 let mut info = self.info.clone();
+                info.pep = None;
                 info.src_addr = id.local_addr().or(info.src_addr);
                 info.dest_addr = id.peer_addr();
                 info.ep.type_ = FI_EP_MSG;
@@ -1014,19 +1131,15 @@ mod tests {
     #[test]
     fn cm_data_roundtrip_and_limits() {
         let d = b"hello";
-        let e = cm_data_encode(d).unwrap();
+        let e = cm_data_encode(d, "test").unwrap();
         assert_eq!(e[0], 5);
         assert_eq!(cm_data_decode(&e), d.to_vec());
         // rdma-cm pads private data with zeros up to its fixed size.
         let mut padded = e.clone();
         padded.resize(56, 0);
         assert_eq!(cm_data_decode(&padded), d.to_vec());
-        assert_eq!(cm_data_encode(&[9u8; CM_DATA_SIZE + 1]).unwrap(), {
-            let mut v = vec![CM_DATA_SIZE as u8];
-            v.extend_from_slice(&[9u8; CM_DATA_SIZE]);
-            v
-        }, "over-long CM data is truncated");
-        assert!(cm_data_encode(&[0u8; CM_DATA_SIZE]).is_ok());
+        assert_eq!(cm_data_encode(&[9u8; CM_DATA_SIZE + 1], "test"), Err(FiError::INVAL), "over-long CM data is refused");
+        assert_eq!(cm_data_encode(&[9u8; CM_DATA_SIZE], "test").unwrap().len(), CM_DATA_SIZE + 1);
         assert_eq!(cm_data_decode(&[]), Vec::<u8>::new());
     }
 

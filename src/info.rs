@@ -152,6 +152,9 @@ pub struct Info {
     pub src_addr: Option<SocketAddr>,
     pub dest_addr: Option<SocketAddr>,
     pub handle: Option<Arc<ConnReq>>,
+    /// `handle` naming a passive endpoint (fi_getinfo(3) hints, fi_endpoint(3)):
+    /// the active endpoint takes over its rdma-cm id and so its address.
+    pub pep: Option<Arc<crate::ep::Pep>>,
     pub tx: TxAttr,
     pub rx: RxAttr,
     pub ep: EpAttr,
@@ -451,12 +454,21 @@ fn build_info(
     }
     let max_msg = (dc.port.max_msg_sz as usize).max(1);
     over(hi.ep.max_msg_size, max_msg, "max_msg_size")?;
-    if hi.ep.tx_ctx_cnt == FI_SHARED_CONTEXT || hi.ep.rx_ctx_cnt == FI_SHARED_CONTEXT {
-        tracing::info!("getinfo: shared contexts are not supported");
+    // Shared receive contexts (an SRQ, crate::srx) where the device has SRQs;
+    // no shared transmit contexts: verbs has no shared send queue.
+    let srx_max = usize::from(dc.attr.max_srq > 0);
+    if hi.ep.tx_ctx_cnt == FI_SHARED_CONTEXT {
+        tracing::info!("getinfo: shared transmit contexts are not supported");
+        return Err(FiError::NODATA);
+    }
+    if hi.ep.rx_ctx_cnt == FI_SHARED_CONTEXT && srx_max == 0 {
+        tracing::info!("getinfo: device {} has no shared receive queues", dc.dev.name());
         return Err(FiError::NODATA);
     }
     over(hi.ep.tx_ctx_cnt, 1, "ep tx_ctx_cnt")?;
-    over(hi.ep.rx_ctx_cnt, 1, "ep rx_ctx_cnt")?;
+    if hi.ep.rx_ctx_cnt != FI_SHARED_CONTEXT {
+        over(hi.ep.rx_ctx_cnt, 1, "ep rx_ctx_cnt")?;
+    }
     if hi.ep.auth_key_size != 0 || hi.domain.auth_key_size != 0 {
         tracing::info!("getinfo: authorization keys are not supported");
         return Err(FiError::NODATA);
@@ -493,14 +505,18 @@ fn build_info(
         return Err(FiError::NODATA);
     }
     over(hi.domain.mr_iov_limit, 1, "mr_iov_limit")?;
-    if hi.domain.max_ep_stx_ctx > 0 || hi.domain.max_ep_srx_ctx > 0 {
-        tracing::info!("getinfo: shared tx/rx contexts are not supported on MSG endpoints yet");
+    if hi.domain.max_ep_stx_ctx > 0 {
+        tracing::info!("getinfo: shared transmit contexts are not supported (verbs has no shared send queue)");
         return Err(FiError::NODATA);
     }
+    over(hi.domain.max_ep_srx_ctx, srx_max, "max_ep_srx_ctx")?;
+    domain_caps(hi)?;
     over(hi.domain.cntr_cnt, CNTR_CNT, "cntr_cnt")?;
 
+    // tx/rx caps hold only the capabilities of that direction (fi_getinfo(3)):
+    // FI_LOCAL_COMM/FI_REMOTE_COMM are domain and endpoint caps, not rx caps.
     let tx_caps = caps & TX_CAPS;
-    let rx_caps = caps & (RX_CAPS | SECONDARY_CAPS);
+    let rx_caps = caps & RX_CAPS;
     let inject = pick(hi.tx.inject_size, dc.max_inline);
     let addr_format = match (src.or(dest), hi.addr_format) {
         (Some(SocketAddr::V6(_)), _) => FI_SOCKADDR_IN6,
@@ -515,6 +531,7 @@ fn build_info(
         src_addr: src,
         dest_addr: dest,
         handle: None,
+        pep: None,
         tx: TxAttr {
             caps: tx_caps,
             mode: 0,
@@ -548,7 +565,7 @@ fn build_info(
             max_order_waw_size: max_msg,
             mem_tag_format: 0,
             tx_ctx_cnt: 1,
-            rx_ctx_cnt: 1,
+            rx_ctx_cnt: if hi.ep.rx_ctx_cnt == FI_SHARED_CONTEXT { FI_SHARED_CONTEXT } else { 1 },
             auth_key_size: 0,
         },
         domain: DomainAttr {
@@ -570,10 +587,10 @@ fn build_info(
             max_ep_tx_ctx: 1,
             max_ep_rx_ctx: 1,
             max_ep_stx_ctx: 0,
-            max_ep_srx_ctx: 0,
+            max_ep_srx_ctx: srx_max,
             cntr_cnt: CNTR_CNT,
             mr_iov_limit: 1,
-            caps: FI_LOCAL_COMM | FI_REMOTE_COMM,
+            caps: DOMAIN_CAPS,
             mode: 0,
             auth_key_size: 0,
             max_err_data: CM_DATA_SIZE,
@@ -591,6 +608,19 @@ fn build_info(
             api_version: req.version,
         },
     })
+}
+
+/// The domain capabilities rsverbs' domains have.
+const DOMAIN_CAPS: u64 = FI_LOCAL_COMM | FI_REMOTE_COMM;
+
+/// `hints->domain_attr->caps` asking for more than [`DOMAIN_CAPS`] (e.g.
+/// `FI_SHARED_AV`) matches nothing: `-FI_ENODATA`, not an info without it.
+fn domain_caps(hi: &Info) -> FiResult<()> {
+    if hi.domain.caps & !DOMAIN_CAPS != 0 {
+        tracing::info!("getinfo: unsupported domain caps requested: {:#x}", hi.domain.caps & !DOMAIN_CAPS);
+        return Err(FiError::NODATA);
+    }
+    Ok(())
 }
 
 /// Capabilities of RDM endpoints.
@@ -714,6 +744,7 @@ fn build_rdm_info(req: &Request, dc: &DevCaps, src: Option<SocketAddr>, dest: Op
         tracing::info!("getinfo: shared tx/rx contexts are not supported");
         return Err(FiError::NODATA);
     }
+    domain_caps(hi)?;
     over(hi.domain.cntr_cnt, CNTR_CNT, "cntr_cnt")?;
     match hi.domain.av_type {
         FI_AV_UNSPEC | FI_AV_MAP | FI_AV_TABLE => {}
@@ -724,7 +755,7 @@ fn build_rdm_info(req: &Request, dc: &DevCaps, src: Option<SocketAddr>, dest: Op
     }
 
     let tx_caps = caps & RDM_TX_CAPS;
-    let rx_caps = caps & (rdm_rx_caps | SECONDARY_CAPS);
+    let rx_caps = caps & rdm_rx_caps;
     let addr_format = match (src.or(dest), hi.addr_format) {
         (Some(SocketAddr::V6(_)), _) => FI_SOCKADDR_IN6,
         (Some(SocketAddr::V4(_)), _) => FI_SOCKADDR_IN,
@@ -745,6 +776,7 @@ fn build_rdm_info(req: &Request, dc: &DevCaps, src: Option<SocketAddr>, dest: Op
         src_addr: src,
         dest_addr: dest,
         handle: None,
+        pep: None,
         tx: TxAttr {
             caps: tx_caps,
             mode: 0,
@@ -805,7 +837,7 @@ fn build_rdm_info(req: &Request, dc: &DevCaps, src: Option<SocketAddr>, dest: Op
             max_ep_srx_ctx: 0,
             cntr_cnt: CNTR_CNT,
             mr_iov_limit: 1,
-            caps: FI_LOCAL_COMM | FI_REMOTE_COMM,
+            caps: DOMAIN_CAPS,
             mode: 0,
             auth_key_size: 0,
             max_err_data: 0,
@@ -850,6 +882,14 @@ pub fn getinfo(req: &Request) -> FiResult<Vec<Info>> {
     let port = parse_port(req.service.as_deref())?;
     let numeric = req.flags & FI_NUMERICHOST != 0;
     let (mut src, mut dest) = (hints.and_then(|h| h.src_addr), hints.and_then(|h| h.dest_addr));
+    // hints->handle a bound passive endpoint: its address is the source
+    // (fi_endpoint takes over its rdma-cm id).
+    // Its IP selects the device and route (port 0: the pep holds the port).
+    let pep = hints.and_then(|h| h.pep.clone());
+    let pep_addr = pep.as_ref().and_then(|p| p.local_addr()).filter(|a| !a.ip().is_unspecified());
+    if let Some(a) = pep_addr {
+        src = Some(SocketAddr::new(a.ip(), 0));
+    }
     match (&req.node, req.flags & FI_SOURCE != 0) {
         (Some(n), true) => src = Some(resolve_node(n, port.unwrap_or(0), numeric)?),
         (Some(n), false) => dest = Some(resolve_node(n, port.unwrap_or(0), numeric)?),
@@ -940,7 +980,13 @@ pub fn getinfo(req: &Request) -> FiResult<Vec<Info>> {
         // MSG first (what applications that ask for any endpoint type get first), then RDM.
         for build in [build_info, build_rdm_info] {
             match build(req, &dc, s, d) {
-                Ok(i) => out.push(i),
+                Ok(mut i) => {
+                    if i.ep.type_ == FI_EP_MSG && pep.is_some() {
+                        i.pep = pep.clone();
+                        i.src_addr = pep_addr.or(i.src_addr);
+                    }
+                    out.push(i)
+                }
                 Err(e) if e == FiError::NODATA => continue,
                 Err(e) => return Err(e),
             }

@@ -24,6 +24,7 @@ pub mod info;
 pub mod log;
 pub mod mr;
 pub mod rdm;
+pub mod srx;
 pub mod sys;
 pub mod tostr;
 pub mod verbs;

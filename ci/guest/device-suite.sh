@@ -179,6 +179,11 @@ CTESTS=(
   soak_threads_msg:soak_threads:msg
   soak_threads_rdm:soak_threads:rdm
   fault_queues:fault_queues
+  # issue 22 (fabtests): getinfo caps rules, many CQs, a pep's address kept
+  getinfo_caps:getinfo_caps
+  cq_many:cq_many
+  msg_pep_handle:msg_pep_handle
+  msg_srx:msg_srx
 )
 CTEST_TIMEOUT="${CTEST_TIMEOUT:-180}"
 
@@ -308,6 +313,43 @@ if [ "$SUITE_PROVIDER" = rsverbs ]; then
     )
   done
 fi
+# rxm with FI_OFI_RXM_USE_SRX=1: its MSG endpoints receive through one rsverbs
+# shared receive context (fi_srx_context); the log must show it was made.
+# (At FI_LOG_LEVEL=info, log lines may follow the PASS line: it is looked
+# for anywhere in the output.)
+if [ "$SUITE_PROVIDER" = rsverbs ] && selected rxm_mercury_info_srx; then
+  log="$LAB_OUT/rxm_mercury_info_srx.log"
+  lab_log "ctest rxm_mercury_info_srx: $bin/rxm_mercury_info (FI_OFI_RXM_USE_SRX=1)"
+  (
+    unset FI_PROVIDER
+    export TEST_PROVIDER="verbs;ofi_rxm" TEST_NAME=rxm_mercury_info_srx FI_OFI_RXM_USE_SRX=1 FI_LOG_LEVEL=info
+    with_timeout "$CTEST_TIMEOUT" "$bin/rxm_mercury_info"
+  ) >"$log" 2>&1
+  rc=$?
+  [ "$rc" = 0 ] && ! grep -qx "PASS rxm_mercury_info_srx" "$log" && rc=1
+  [ "$rc" = 0 ] || { echo "--- $log (tail)"; grep -Ev "^libfabric:" "$log" | tail -n 25; }
+  record rxm_mercury_info_srx "$rc"
+  rc=0
+  grep -q "srx: shared receive queue of" "$log" ||
+    { echo "rxm_mercury_info_srx_log: no 'srx: shared receive queue' line (rxm did not use a shared receive context)"; rc=1; }
+  record rxm_mercury_info_srx_log "$rc"
+fi
+# rxm's receive memory with and without shared receive contexts, 16 peers
+# (rxm_srx_peers: the server's VmPin must stay flat with FI_OFI_RXM_USE_SRX=1
+# and a 1024-buffer context, and grow with the peers without it, which shows
+# the measure works).
+for v in "rxm_srx_peers 1" "rxm_srx_peers_off 0"; do
+  read -r name srx <<<"$v"
+  if [ "$SUITE_PROVIDER" = rsverbs ] && selected "$name"; then
+    (
+      unset FI_PROVIDER
+      export TEST_PROVIDER="verbs;ofi_rxm" TEST_NAME="$name" FI_OFI_RXM_USE_SRX="$srx"
+      [ "$srx" = 1 ] && export FI_OFI_RXM_MSG_RX_SIZE=1024
+      run_ctest "$name" rxm_srx_peers
+    )
+    grep -E "VmPin|pinned memory" "$LAB_OUT/$name.log"
+  fi
+done
 # ---- end of the rxm block ----------------------------------------------------
 # ---- reliability: leaks (LeakSanitizer) ------------------------------------
 # A few C tests built with -fsanitize=address: LeakSanitizer sees every

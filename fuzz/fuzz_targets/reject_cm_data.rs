@@ -4,7 +4,8 @@
 //!
 //! Invariants: no panic; decoded CM data is never longer than what arrived
 //! after the length byte, nor than the length byte says, nor than
-//! CM_DATA_SIZE, and is exactly those bytes; encode then decode is identity.
+//! CM_DATA_SIZE, and is exactly those bytes; encode refuses more than
+//! CM_DATA_SIZE bytes and is otherwise undone by decode.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
 use rsverbs::ep::{cm_data_decode, cm_data_encode};
@@ -24,8 +25,12 @@ fuzz_target!(|data: &[u8]| {
         assert!(n <= CM_DATA_SIZE && n < data.len());
         assert_eq!(&d[..], &data[1..1 + n]);
     }
-    let e = cm_data_encode(data).expect("encoding never fails");
-    assert!(e.len() <= 1 + CM_DATA_SIZE);
-    let n = data.len().min(CM_DATA_SIZE);
-    assert_eq!(cm_data_decode(&e), &data[..n], "truncated to CM_DATA_SIZE, then identity");
+    match cm_data_encode(data, "fuzz") {
+        Ok(e) => {
+            assert!(data.len() <= CM_DATA_SIZE, "longer CM data is refused, not truncated");
+            assert_eq!(e.len(), 1 + data.len());
+            assert_eq!(cm_data_decode(&e), data, "encode then decode is identity");
+        }
+        Err(_) => assert!(data.len() > CM_DATA_SIZE, "CM data of {} bytes refused", data.len()),
+    }
 });
