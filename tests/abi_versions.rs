@@ -19,22 +19,6 @@ use std::process::Command;
 #[allow(dead_code, non_camel_case_types)]
 mod abi;
 
-const HEADERS: &[&str] = &[
-    "fabric.h",
-    "fi_errno.h",
-    "fi_domain.h",
-    "fi_endpoint.h",
-    "fi_cm.h",
-    "fi_eq.h",
-    "fi_rma.h",
-    "fi_tagged.h",
-    "fi_atomic.h",
-    "fi_trigger.h",
-    "fi_collective.h",
-    "providers/fi_prov.h",
-    "providers/fi_log.h",
-    "fi_ext.h",
-];
 
 /// Differences from 1.17 that rsverbs knows about: (first version with it,
 /// line key, what the line is in that version or "absent", how rsverbs handles it).
@@ -84,6 +68,8 @@ const fn v(major: u32, minor: u32) -> u32 {
 }
 
 struct Lists {
+    /// The headers abi_layout.rs includes (its `HEADERS`).
+    headers: Vec<String>,
     /// (C struct name, fields)
     structs: Vec<(String, Vec<String>)>,
     consts: Vec<String>,
@@ -130,9 +116,12 @@ fn lists() -> Lists {
             .collect();
         structs.push((head.to_string(), fields));
     }
+    let h0 = src.find("const HEADERS: &[&str] = &[").expect("HEADERS in abi_layout.rs");
+    let h1 = h0 + src[h0..].find("];").expect("end of HEADERS");
+    let headers = src[h0..h1].split('"').skip(1).step_by(2).map(str::to_string).collect();
     let consts =
         block("abi_consts").split(',').map(|c| c.trim().to_string()).filter(|c| !c.is_empty()).collect();
-    Lists { structs, consts }
+    Lists { headers, structs, consts }
 }
 
 fn root() -> PathBuf {
@@ -142,7 +131,7 @@ fn root() -> PathBuf {
 /// Compiles and runs the layout printer against `inc`, leaving out what `absent` names.
 fn run(inc: &Path, l: &Lists, absent: &BTreeSet<String>, tag: &str) -> Result<Vec<String>, String> {
     let mut c = String::from("#include <stdio.h>\n#include <stddef.h>\n");
-    for h in HEADERS {
+    for h in &l.headers {
         c += &format!("#include <rdma/{h}>\n");
     }
     c += "#pragma GCC diagnostic ignored \"-Wcpp\"\nint main(void) {\n";
@@ -259,7 +248,7 @@ fn cores() -> Vec<PathBuf> {
 #[test]
 fn every_core_matches_the_mirrors_or_differs_as_known() {
     let l = lists();
-    assert!(l.structs.len() > 40 && l.consts.len() > 200, "abi_layout.rs lists look short");
+    assert!(l.structs.len() > 40 && l.consts.len() > 200 && l.headers.len() > 10, "abi_layout.rs lists look short");
     let base = layout(Path::new("/usr/include"), &l, "base");
     assert_eq!(version_of(Path::new("/usr/include")), v(1, 17), "the baseline is Debian 12's 1.17");
     assert!(base.values().all(|x| x != "absent"), "1.17 lacks names of its own list");
