@@ -7,7 +7,7 @@
 //!   `fi_getinfo` calls whose API version is not above the provider's
 //!   `fi_version` (`fi_getinfo_` in the core's `src/fabric.c`). At
 //!   `fi_prov_ini` rsverbs asks the loading core its version (`fi_version()`
-//!   of the `libfabric.so.1` that dlopened it, found by its versioned symbol)
+//!   of the `libfabric.so.1` that dlopened it, looked up in that object)
 //!   and declares `min(core, API_VERSION_MAX)`.
 //! * **Struct layouts.** libfabric appended fields to `fi_domain_attr` after
 //!   1.17 (1.20: `max_ep_auth_key`; 2.0: `max_group_id`; 2.5:
@@ -90,29 +90,39 @@ extern "C" {
     fn dlvsym(handle: *mut c_void, symbol: *const c_char, version: *const c_char) -> *mut c_void;
 }
 
-/// Learns the loading core's version (once, at `fi_prov_ini`). The core's
-/// `libfabric.so.1` is in the global scope of the process (the application
-/// links it); rsverbs itself was dlopened without RTLD_GLOBAL, so the
-/// lookup cannot find rsverbs' own drop-in `fi_version`.
+/// Learns the loading core's version (once, at `fi_prov_ini`): `fi_version`
+/// of the `libfabric.so.1` already in the process (the core that dlopened
+/// rsverbs). The lookup goes through that object's own handle: rsverbs is
+/// linked `-Bsymbolic`, so a lookup from it with `RTLD_DEFAULT` would find
+/// rsverbs' own drop-in `fi_version` first.
 pub fn detect_core() -> u32 {
     *CORE.get_or_init(|| {
-        // SAFETY: dlvsym with RTLD_DEFAULT and NUL-terminated names only looks up a symbol.
-        let f = unsafe { dlvsym(libc::RTLD_DEFAULT, c"fi_version".as_ptr(), c"FABRIC_1.0".as_ptr()) };
-        let ours = super::core_api::fi_version_fn() as *mut c_void;
-        if f.is_null() {
+        // SAFETY: RTLD_NOLOAD only returns a handle of an object already loaded
+        // (or NULL); the handle is closed below, which just drops the reference.
+        let h = unsafe { libc::dlopen(c"libfabric.so.1".as_ptr(), libc::RTLD_NOLOAD | libc::RTLD_LAZY) };
+        if h.is_null() {
             tracing::warn!(
-                "fi_prov_ini: no libfabric core found in the process (fi_version@FABRIC_1.0); assuming the layouts of libfabric {}.{}",
+                "fi_prov_ini: no libfabric.so.1 in the process; assuming the layouts of libfabric {}.{}",
                 CORE_VERSION_FALLBACK >> 16,
                 CORE_VERSION_FALLBACK & 0xffff
             );
             return CORE_VERSION_FALLBACK;
         }
-        if f == ours {
-            // Loaded as a provider by ourselves (drop-in): we are the core.
-            return API_VERSION_MAX;
-        }
-        // SAFETY: fi_version@FABRIC_1.0 is `uint32_t fi_version(void)` in every libfabric.
-        let v = unsafe { std::mem::transmute::<*mut c_void, extern "C" fn() -> u32>(f)() };
+        // SAFETY: h is a live handle; the names are NUL-terminated.
+        let f = unsafe { dlvsym(h, c"fi_version".as_ptr(), c"FABRIC_1.0".as_ptr()) };
+        let ours = super::core_api::fi_version_fn() as *mut c_void;
+        let v = if f.is_null() {
+            tracing::warn!("fi_prov_ini: libfabric.so.1 has no fi_version@FABRIC_1.0; assuming 1.17's layouts");
+            CORE_VERSION_FALLBACK
+        } else if f == ours {
+            // libfabric.so.1 is rsverbs itself (drop-in): we are the core.
+            API_VERSION_MAX
+        } else {
+            // SAFETY: fi_version@FABRIC_1.0 is `uint32_t fi_version(void)` in every libfabric.
+            unsafe { std::mem::transmute::<*mut c_void, extern "C" fn() -> u32>(f)() }
+        };
+        // SAFETY: h came from dlopen above and is not used afterwards.
+        unsafe { libc::dlclose(h) };
         tracing::info!("fi_prov_ini: loaded by libfabric core {}.{}", v >> 16, v & 0xffff);
         v
     })

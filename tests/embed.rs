@@ -275,6 +275,19 @@ fn provider_under_real_core_still_registers_once_and_binds_internally() {
         assert!(!(sym_fi && !l.contains("fi_prov_ini") && l.contains(&format!("to {so}"))), "something bound to rsverbs' copy: {l}");
     }
     assert!(err.contains(&format!("to {so} [0]: normal symbol `fi_prov_ini'")), "fi_prov_ini not looked up in rsverbs:\n{err}");
+    // rsverbs learnt the loading core's version from the core itself, not from
+    // its own drop-in fi_version (which a -Bsymbolic RTLD_DEFAULT lookup finds).
+    let o = Command::new("/usr/bin/fi_info")
+        .arg("-l")
+        .env("FI_PROVIDER_PATH", &prov)
+        .env("FI_RSVERBS_NAME", "rsverbs")
+        .env("FI_LOG_LEVEL", "info")
+        .env_remove("FI_PROVIDER")
+        .env_remove("LD_LIBRARY_PATH")
+        .output()
+        .expect("run fi_info");
+    let err = String::from_utf8_lossy(&o.stderr).to_string();
+    assert!(err.contains("loaded by libfabric core 1.17"), "rsverbs did not see the 1.17 core:\n{err}");
     let _ = std::fs::remove_dir_all(&tmp);
 }
 

@@ -57,6 +57,11 @@ core_row() {
   if [ "$rc" = 0 ] && ! grep -A1 '^verbs:' "$out/fi_info.log" | grep -Eq 'version: 1000\.'; then
     echo "fi_info -l does not list verbs 1000.x" >>"$out/fi_info.log"; rc=1
   fi
+  # rsverbs saw this core's version (and so declared it as its fi_version).
+  with_timeout 60 env FI_LOG_LEVEL=info $e "$pre/bin/fi_info" -l >"$out/fi_info_loglevel.log" 2>&1
+  local cvv; cvv=$($e "$pre/bin/fi_info" --version | sed -n 's/^libfabric api: //p')
+  grep -q "loaded by libfabric core $cvv\b" "$out/fi_info_loglevel.log" ||
+    { echo "rsverbs did not log 'loaded by libfabric core $cvv'" >>"$out/fi_info.log"; grep -i "libfabric core" "$out/fi_info_loglevel.log" >>"$out/fi_info.log"; rc=1; }
   record "core_${v}_fi_info" "$rc"; row+=" fi_info=$rc"
 
   # apiver against this core's headers, 1.4 up to the core's own version and one above.
