@@ -230,7 +230,7 @@ static struct {
 	uint64_t key, raddr;
 	char addr[128];
 	size_t addrlen;
-	size_t max_msg, inject, tx_iov, rx_iov, big;
+	size_t max_msg, max_rma, inject, tx_iov, rx_iov, big;
 	struct fi_context sctx[64], rctx[2 * NRECV];
 } g;
 
@@ -1499,8 +1499,10 @@ static void phase_connected(void)
 	ROW("fi_write: remote key > 32 bits", -FI_EINVAL, fi_write(ep, b, 64, d, 0, g.raddr, ka, NULL));
 	ROW("fi_read: remote key > 32 bits", -FI_EINVAL, fi_read(ep, b, 64, d, 0, g.raddr, ka, NULL));
 	ROW("fi_write: buf NULL, len 64", -FI_EINVAL, fi_write(ep, NULL, 64, d, 0, g.raddr, g.key, NULL));
-	ROW("fi_write: len max_msg_size + 1", -FI_EMSGSIZE,
-	    fi_write(ep, b, g.max_msg + 1, d, 0, g.raddr, g.key, NULL));
+	/* RMA longer than max_msg_size moves in pieces, at most tx_attr->size of them
+	 * (issue 25): one byte more than that is refused before any memory is read. */
+	ROW("fi_write: len tx_size * max_msg_size + 1", -FI_EMSGSIZE,
+	    fi_write(ep, b, g.max_rma + 1, d, 0, g.raddr, g.key, NULL));
 	ROW("fi_write: foreign descriptor", -FI_EINVAL,
 	    fi_write(ep, b, g.big, BOGUS_PTR, 0, g.raddr, g.key, NULL));
 	ROW("fi_write: descriptor NULL beyond inject_size", -FI_EINVAL,
@@ -1509,8 +1511,8 @@ static void phase_connected(void)
 	    fi_read(ep, b, 64, NULL, 0, g.raddr, g.key, NULL));
 	ROW("fi_read: foreign descriptor", -FI_EINVAL, fi_read(ep, b, 64, BOGUS_PTR, 0, g.raddr, g.key, NULL));
 	ROW("fi_read: buf NULL, len 64", -FI_EINVAL, fi_read(ep, NULL, 64, d, 0, g.raddr, g.key, NULL));
-	ROW("fi_read: len max_msg_size + 1", -FI_EMSGSIZE,
-	    fi_read(ep, b, g.max_msg + 1, d, 0, g.raddr, g.key, NULL));
+	ROW("fi_read: len tx_size * max_msg_size + 1", -FI_EMSGSIZE,
+	    fi_read(ep, b, g.max_rma + 1, d, 0, g.raddr, g.key, NULL));
 	ROW("fi_writev: iov NULL, count 1", -FI_EINVAL, fi_writev(ep, NULL, descs, 1, 0, g.raddr, g.key, NULL));
 	ROW("fi_writev: count iov_limit + 1", -FI_EINVAL,
 	    fi_writev(ep, iov, descs, tl + 1, 0, g.raddr, g.key, NULL));
@@ -1830,6 +1832,7 @@ static void setup(void)
 	SETUP(fi_getinfo(API_VERSION, NULL, NULL, 0, h, &g.cinfo));
 	fi_freeinfo(h);
 	g.max_msg = g.cinfo->ep_attr->max_msg_size;
+	g.max_rma = g.cinfo->tx_attr->size * g.max_msg;
 	g.inject = g.cinfo->tx_attr->inject_size;
 	g.tx_iov = g.cinfo->tx_attr->iov_limit;
 	g.rx_iov = g.cinfo->rx_attr->iov_limit;
