@@ -7,7 +7,7 @@
 //!   only;
 //! * include/rsverbs.h is generated from capi/embed.rs by cbindgen;
 //! * the build's identity: `RSVERBS_COMMIT` (the git commit the library is
-//!   built from, `-dirty` when src/, capi/, build.rs or the Cargo files differ
+//!   built from, `-dirty` when src/, capi/, fi/, build.rs or the Cargo files differ
 //!   from it; from the environment variable `RSVERBS_COMMIT` when set, e.g.
 //!   by a package build from a source tarball; `unknown` outside a git tree),
 //!   shown by `rsverbs_version()`, `fi_tostr(FI_TYPE_VERSION)` and the
@@ -87,7 +87,7 @@ fn commit(root: &std::path::Path) -> String {
             }
         }
     }
-    const SOURCES: [&str; 5] = ["src", "capi", "build.rs", "Cargo.toml", "Cargo.lock"];
+    const SOURCES: [&str; 6] = ["src", "capi", "fi", "build.rs", "Cargo.toml", "Cargo.lock"];
     for s in SOURCES {
         println!("cargo:rerun-if-changed={}", root.join(s).display());
     }

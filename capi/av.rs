@@ -4,8 +4,8 @@ use std::ffi::{c_char, c_int, c_void};
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use super::abi::*;
-use super::consts::*;
+use crate::fi::abi::*;
+use crate::fi::consts::*;
 use super::domain::DomainObj;
 use super::prov::{control_nosys, ops_open_nosys};
 use super::util::*;

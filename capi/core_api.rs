@@ -22,8 +22,8 @@ use std::mem::{offset_of, size_of};
 
 use parking_lot::Mutex;
 
-use super::abi::*;
-use super::consts::*;
+use crate::fi::abi::*;
+use crate::fi::consts::*;
 use super::util::*;
 use super::version::{domain_attr_size, fi_domain_attr_ext, API_VERSION_MAX, API_VERSION_MIN};
 use crate::error::{FiError, FiResult};

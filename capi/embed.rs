@@ -6,7 +6,7 @@
 use std::ffi::{c_char, c_int};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::abi::fi_provider;
+use crate::fi::abi::fi_provider;
 
 /// rsverbs has not been used yet in this process.
 pub const RSVERBS_MODE_NONE: c_int = 0;
@@ -129,12 +129,12 @@ pub extern "C" fn rsverbs_mode() -> c_int {
 #[no_mangle]
 pub unsafe extern "C" fn rsverbs_stats(stats: *mut rsverbs_stats) -> c_int {
     if stats.is_null() {
-        return -super::consts::FI_EINVAL;
+        return -crate::fi::consts::FI_EINVAL;
     }
     // SAFETY: non-NULL; the caller's struct starts with `size`.
     let size = unsafe { std::ptr::read_unaligned(stats as *const u64) } as usize;
     if size < std::mem::size_of::<u64>() {
-        return -super::consts::FI_EINVAL;
+        return -crate::fi::consts::FI_EINVAL;
     }
     let s = rsverbs_stats {
         size: size.min(std::mem::size_of::<rsverbs_stats>()) as u64,

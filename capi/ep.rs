@@ -8,8 +8,8 @@ use std::sync::Arc;
 use once_cell::sync::Lazy;
 use parking_lot::Mutex;
 
-use super::abi::*;
-use super::consts::*;
+use crate::fi::abi::*;
+use crate::fi::consts::*;
 use super::cq::CqObj;
 use super::domain::DomainObj;
 use super::eq::EqObj;

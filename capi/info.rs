@@ -4,8 +4,8 @@
 
 use std::ffi::c_void;
 
-use super::abi::*;
-use super::consts::FI_VERSION;
+use crate::fi::abi::*;
+use crate::fi::consts::FI_VERSION;
 use super::util::*;
 use crate::error::{FiError, FiResult};
 use crate::info::*;

@@ -4,10 +4,8 @@
 //! crosses into C (`util::guard`).
 #![allow(unsafe_code)]
 
-pub mod abi;
 pub mod av;
 pub mod cntr;
-pub mod consts;
 pub mod core_api;
 pub mod cq;
 pub mod domain;
@@ -20,7 +18,6 @@ pub mod nosys;
 pub mod prov;
 pub mod rdm;
 pub mod rdm_atomic;
-pub mod rdm_mem;
 pub mod srx;
 pub mod tostr;
 pub mod util;

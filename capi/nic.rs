@@ -15,8 +15,8 @@
 
 use std::ffi::{c_char, c_int, c_void, CStr};
 
-use super::abi::{fi_bus_attr, fi_device_attr, fi_link_attr, fi_ops, fid, fid_nic};
-use super::consts::{FI_BUS_UNKNOWN, FI_CLASS_NIC, FI_DUP, FI_LINK_UNKNOWN};
+use crate::fi::abi::{fi_bus_attr, fi_device_attr, fi_link_attr, fi_ops, fid, fid_nic};
+use crate::fi::consts::{FI_BUS_UNKNOWN, FI_CLASS_NIC, FI_DUP, FI_LINK_UNKNOWN};
 use super::util::{c_calloc, c_strdup};
 
 static NIC_OPS: fi_ops = fi_ops {
@@ -168,7 +168,7 @@ unsafe fn dup_nic(n: *const fid_nic) -> *mut fid_nic {
 
 unsafe extern "C" fn nic_close(f: *mut fid) -> c_int {
     if f.is_null() {
-        return -super::consts::FI_EINVAL;
+        return -crate::fi::consts::FI_EINVAL;
     }
     // SAFETY: the core calls close once, on a nic carrying these ops.
     unsafe { free_nic(f as *mut fid_nic) };
@@ -177,17 +177,17 @@ unsafe extern "C" fn nic_close(f: *mut fid) -> c_int {
 
 unsafe extern "C" fn nic_control(f: *mut fid, command: c_int, arg: *mut c_void) -> c_int {
     if f.is_null() || arg.is_null() {
-        return -super::consts::FI_EINVAL;
+        return -crate::fi::consts::FI_EINVAL;
     }
     if command != FI_DUP {
-        return -super::consts::FI_ENOSYS;
+        return -crate::fi::consts::FI_ENOSYS;
     }
     // SAFETY: f is a nic carrying these ops; FI_DUP's arg is a `struct fid_nic **`.
     unsafe {
         let d = dup_nic(f as *const fid_nic);
         *(arg as *mut *mut fid_nic) = d;
         if d.is_null() {
-            -super::consts::FI_ENOMEM
+            -crate::fi::consts::FI_ENOMEM
         } else {
             0
         }
@@ -289,7 +289,7 @@ pub unsafe fn nic_text(n: *const fid_nic) -> String {
 
 unsafe extern "C" fn nic_tostr(f: *const fid, buf: *mut c_char, len: usize) -> c_int {
     if f.is_null() || buf.is_null() {
-        return -super::consts::FI_EINVAL;
+        return -crate::fi::consts::FI_EINVAL;
     }
     let r = std::panic::catch_unwind(|| {
         // SAFETY: f is a nic carrying these ops.
@@ -298,7 +298,7 @@ unsafe extern "C" fn nic_tostr(f: *const fid, buf: *mut c_char, len: usize) -> c
         unsafe { cat(buf, len, &s) };
     });
     if r.is_err() {
-        return -super::consts::FI_EOTHER;
+        return -crate::fi::consts::FI_EOTHER;
     }
     0
 }
@@ -326,11 +326,11 @@ mod tests {
         unsafe {
             assert_eq!(nic_text(d), t);
             assert_ne!((*(*d).device_attr).driver, (*(*n).device_attr).driver, "a dup shares a string");
-            assert_eq!(nic_control(n as *mut fid, 12345, std::ptr::null_mut()), -super::super::consts::FI_EINVAL);
+            assert_eq!(nic_control(n as *mut fid, 12345, std::ptr::null_mut()), -crate::fi::consts::FI_EINVAL);
             let mut x: *mut fid_nic = std::ptr::null_mut();
             assert_eq!(
                 nic_control(n as *mut fid, 12345, &mut x as *mut *mut fid_nic as *mut c_void),
-                -super::super::consts::FI_ENOSYS
+                -crate::fi::consts::FI_ENOSYS
             );
             assert_eq!(nic_close(d as *mut fid), 0);
             assert_eq!(nic_close(n as *mut fid), 0);

@@ -4,7 +4,7 @@
 
 use std::ffi::{c_int, c_void};
 
-use super::abi::*;
+use crate::fi::abi::*;
 use crate::error::FiError;
 
 macro_rules! nosys {

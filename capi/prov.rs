@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use once_cell::sync::OnceCell;
 
-use super::abi::*;
-use super::consts::*;
+use crate::fi::abi::*;
+use crate::fi::consts::*;
 use super::util::*;
 use crate::error::{FiError, FiResult};
 use crate::fabric::Fabric;

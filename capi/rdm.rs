@@ -4,9 +4,9 @@
 use std::ffi::{c_int, c_void};
 use std::sync::Arc;
 
-use super::abi::*;
+use crate::fi::abi::*;
 use super::av::AvObj;
-use super::consts::*;
+use crate::fi::consts::*;
 use super::cq::CqObj;
 use super::domain::DomainObj;
 use super::prov::ops_open_nosys;

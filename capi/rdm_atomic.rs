@@ -8,8 +8,8 @@
 
 use std::ffi::{c_int, c_void};
 
-use super::abi::*;
-use super::consts::*;
+use crate::fi::abi::*;
+use crate::fi::consts::*;
 use super::rdm::{bufs, ep};
 use super::util::*;
 use crate::error::{FiError, FiResult};

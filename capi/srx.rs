@@ -6,8 +6,8 @@
 use std::ffi::{c_int, c_void};
 use std::sync::Arc;
 
-use super::abi::*;
-use super::consts::*;
+use crate::fi::abi::*;
+use crate::fi::consts::*;
 use super::cq::CqObj;
 use super::domain::DomainObj;
 use super::ep::{iovec_list, iovs, MSG_RX_FLAGS};

@@ -5,7 +5,7 @@
 use std::cell::RefCell;
 use std::ffi::{c_char, c_void};
 
-use super::abi::*;
+use crate::fi::abi::*;
 use super::info::{domain_from_c, ep_from_c, fabric_from_c, rx_from_c, tx_from_c};
 use super::util::cstr_opt;
 use crate::tostr::{self as t, Buf, Kind};
@@ -44,7 +44,7 @@ unsafe fn addr_text(format: u32, addr: *const c_void, len: usize) -> Option<Stri
     }
     // SAFETY: need <= len readable bytes.
     let bytes = unsafe { bytes_at(addr, need) };
-    let text = if format == super::consts::FI_ADDR_STR {
+    let text = if format == crate::fi::consts::FI_ADDR_STR {
         // SAFETY: FI_ADDR_STR addresses are C strings.
         unsafe { cstr_opt(addr as *const c_char) }
     } else {

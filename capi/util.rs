@@ -10,7 +10,7 @@
 use std::ffi::{c_char, c_int, c_void, CStr};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use super::abi::*;
+use crate::fi::abi::*;
 use crate::error::{FiError, FiResult};
 
 /// Runs `f`, mapping errors to negative codes and panics to `-FI_EOTHER`.

@@ -30,8 +30,8 @@ use std::ffi::{c_char, c_void};
 
 use once_cell::sync::OnceCell;
 
-use super::abi::fi_domain_attr;
-use super::consts::FI_VERSION;
+use crate::fi::abi::fi_domain_attr;
+use crate::fi::consts::FI_VERSION;
 
 /// The newest libfabric API version rsverbs speaks (the man pages of 2.6 are its spec).
 pub const API_VERSION_MAX: u32 = crate::info::API_VERSION_MAX;

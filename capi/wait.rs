@@ -3,9 +3,9 @@
 use std::ffi::{c_int, c_void};
 use std::sync::Arc;
 
-use super::abi::*;
+use crate::fi::abi::*;
 use super::cntr::CntrObj;
-use super::consts::*;
+use crate::fi::consts::*;
 use super::cq::CqObj;
 use super::domain::DomainObj;
 use super::prov::{bind_nosys, ops_open_nosys, FabricObj};

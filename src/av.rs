@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use parking_lot::RwLock;
 
-use crate::capi::consts::*;
+use crate::fi::consts::*;
 use crate::domain::Domain;
 use crate::error::{FiError, FiResult};
 use crate::fabric::{HasRefs, Hold, Refs};

@@ -19,7 +19,7 @@ use std::sync::{Arc, Weak};
 
 use parking_lot::{Mutex, RwLock};
 
-use crate::capi::consts::*;
+use crate::fi::consts::*;
 use crate::cq::Progress;
 use crate::domain::Domain;
 use crate::error::{FiError, FiResult};

@@ -16,7 +16,7 @@ use std::sync::{Arc, OnceLock, Weak};
 
 use parking_lot::{Mutex, RwLock};
 
-use crate::capi::consts::*;
+use crate::fi::consts::*;
 use crate::cntr::CntrSet;
 use crate::config;
 use crate::domain::Domain;

@@ -16,7 +16,7 @@ use std::sync::{Arc, Weak};
 use once_cell::sync::OnceCell;
 use parking_lot::Mutex;
 
-use crate::capi::consts::*;
+use crate::fi::consts::*;
 use crate::cntr::{CntrBinds, Cntr};
 use crate::cq::{Cq, CqErr, OpKind, Progress, QpCounters};
 use crate::domain::Domain;
@@ -791,7 +791,7 @@ impl MsgEp {
             let len = piece.min(total - off);
             let ra = raddr.wrapping_add(off as u64);
             sges.clear();
-            crate::capi::rdm_mem::iov_range(iov, off, len, |v| sges.push(v));
+            crate::verbs::mem::iov_range(iov, off, len, |v| sges.push(v));
             let last = i + 1 == n;
             let pop = match op {
                 SendOp::Read { .. } => SendOp::Read { raddr: ra, rkey },

@@ -9,7 +9,7 @@ use std::sync::{Arc, Weak};
 
 use parking_lot::Mutex;
 
-use crate::capi::consts::*;
+use crate::fi::consts::*;
 use crate::error::{FiError, FiResult};
 use crate::fabric::{Fabric, HasRefs, Hold, Refs};
 use crate::info::Info;

@@ -1,7 +1,7 @@
 //! Errors of the core: a positive libfabric error code (`FI_E*`). The C shims
 //! return it negated. Every error path logs why, at the place it is detected.
 
-use crate::capi::consts as fi;
+use crate::fi::consts as fi;
 
 /// A libfabric error code (positive, e.g. `FI_EINVAL`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -5,7 +5,7 @@
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::sync::Arc;
 
-use crate::capi::consts::*;
+use crate::fi::consts::*;
 use crate::config;
 use crate::error::{FiError, FiResult};
 use crate::verbs::{self, cm::CmId, Context};
@@ -21,7 +21,7 @@ pub const API_VERSION: u32 = FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION);
 /// any version from 1.0 to this one (README, "libfabric versions").
 pub const API_VERSION_MAX: u32 = FI_VERSION(2, 6);
 
-// Capability bits libfabric 2.0 gave meanings (capi/consts.rs mirrors the
+// Capability bits libfabric 2.0 gave meanings (fi/consts.rs mirrors the
 // 1.17 headers, where bits 45 and 46 were FI_HMEM_* MR flags and bit 48
 // FI_VARIABLE_MSG). They are caps only for applications asking API >= 2.0.
 /// `FI_TAGGED_DIRECTED_RECV` (2.0): FI_DIRECTED_RECV for tagged receives only.

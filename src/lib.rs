@@ -3,13 +3,16 @@
 //! Layout:
 //! * `src/`   — the provider core in safe Rust, plus the thin `verbs` and `sys` wrappers
 //!              (the only places besides `capi/` where `unsafe` is allowed).
-//! * `capi/`  — the C ABI: `#[repr(C)]` mirrors of libfabric's structs, ops tables and the
-//!              exported entry points (`fi_prov_ini`, …).
+//! * `capi/`  — the C ABI: the exported entry points (`fi_prov_ini`, the ops tables' shims, …).
+//! * `fi/`    — the libfabric vocabulary both use: constants, flag bits and `#[repr(C)]`
+//!              mirrors of libfabric's structs and ops tables. It imports neither.
 #![deny(unsafe_op_in_unsafe_fn)]
 #![deny(unsafe_code)]
 
 #[path = "../capi/mod.rs"]
 pub mod capi;
+#[path = "../fi/mod.rs"]
+pub mod fi;
 
 pub mod av;
 pub mod config;

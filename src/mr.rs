@@ -8,7 +8,7 @@
 use rustc_hash::FxHashMap as HashMap;
 use std::sync::Arc;
 
-use crate::capi::consts::*;
+use crate::fi::consts::*;
 use crate::domain::Domain;
 use crate::error::{FiError, FiResult};
 use crate::fabric::Hold;

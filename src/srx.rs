@@ -17,7 +17,7 @@ use std::sync::{Arc, Weak};
 
 use parking_lot::Mutex;
 
-use crate::capi::consts::*;
+use crate::fi::consts::*;
 use crate::cq::{Cq, OpKind, QpCounters};
 use crate::domain::Domain;
 use crate::error::{FiError, FiResult};

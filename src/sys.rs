@@ -342,3 +342,14 @@ pub fn random_nonzero_u64() -> u64 {
     h.write_u32(std::process::id());
     h.finish().max(1)
 }
+
+/// Milliseconds of `CLOCK_MONOTONIC_COARSE`: advances once per kernel tick
+/// (1-10 ms) and is read from the vDSO without touching the clock hardware,
+/// unlike `Instant::now()`, which is a system call (and an emulated HPET read)
+/// on machines without a usable TSC, such as the lab's emulated guest.
+pub fn coarse_ms() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: valid clock id and out pointer to a local.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_COARSE, &mut ts) };
+    (ts.tv_sec as u64).wrapping_mul(1000).wrapping_add(ts.tv_nsec as u64 / 1_000_000)
+}

@@ -8,7 +8,7 @@
 //! `snprintf(&buf[strlen], len - strlen, ...)`; [`Buf`] reproduces exactly
 //! that truncation so `fi_tostr_r` with a short buffer gives the same bytes.
 
-use crate::capi::consts::*;
+use crate::fi::consts::*;
 use crate::info::{DomainAttr, EpAttr, FabricAttr, RxAttr, TxAttr};
 
 const TAB: &str = "    ";

@@ -7,7 +7,7 @@ use std::sync::{Arc, Weak};
 
 use parking_lot::Mutex;
 
-use crate::capi::consts::*;
+use crate::fi::consts::*;
 use crate::domain::Domain;
 use crate::error::{FiError, FiResult};
 use crate::fabric::{Fabric, HasRefs, Hold, Refs};

@@ -1,4 +1,4 @@
-//! ABI proof for `capi/abi.rs` and `capi/consts.rs` against the libfabric 1.17 headers in
+//! ABI proof for `fi/abi.rs` and `fi/consts.rs` against the libfabric 1.17 headers in
 //! `/usr/include/rdma` (Debian 12).
 //!
 //! ONE list below (`abi_types!`, `abi_aliases!`, `abi_consts!`, `exprs()`) drives both sides:
@@ -24,10 +24,10 @@
 //! Limits: `uint64_t` and `size_t` are the same C type on LP64, so the compiler cannot tell
 //! `u64` from `usize` (the header scan does not look at types); x86_64/LP64 only.
 
-#[path = "../capi/abi.rs"]
+#[path = "../fi/abi.rs"]
 #[allow(dead_code)]
 mod abi;
-#[path = "../capi/consts.rs"]
+#[path = "../fi/consts.rs"]
 #[allow(dead_code)]
 mod consts;
 
@@ -1138,8 +1138,8 @@ fn header_names() -> Vec<String> {
 // ---------------------------------------------------------------------------------------------
 
 fn source_names() -> Vec<String> {
-    let abi = include_str!("../capi/abi.rs");
-    let consts = include_str!("../capi/consts.rs");
+    let abi = include_str!("../fi/abi.rs");
+    let consts = include_str!("../fi/consts.rs");
     let mut v = Vec::new();
     let mut current: Option<String> = None;
     for line in abi.lines() {

@@ -38,8 +38,8 @@ use super::peer::*;
 use super::proto::{self, Envelope, Hello, Message, Segment};
 use super::{RdmConfig, FAULT_LOSE_DISCONNECT_ENV};
 use crate::av::Av;
-use crate::capi::consts::*;
-use crate::capi::rdm_mem::{copy_to_iovs, iov_range, sub_iov, RegBuf};
+use crate::fi::consts::*;
+use crate::verbs::mem::{copy_to_iovs, iov_range, sub_iov, RegBuf};
 use crate::cntr::{Cntr, CntrBinds, CntrSet};
 use crate::cq::{Completion, Cq, CqErr, Progress};
 use crate::domain::Domain;
@@ -867,7 +867,7 @@ impl RdmEp {
                 // An inject's buffer is the application's again when the
                 // call returns (possible here when the peer's eager limit is
                 // below our inject size): the peer reads a copy.
-                rndv_owned(&net.pd, crate::capi::rdm_mem::gather(r.iov, len).into_vec())?
+                rndv_owned(&net.pd, crate::verbs::mem::gather(r.iov, len).into_vec())?
             } else {
                 let dom = self.domain.get();
                 let (segs, tmp) = rndv_segments(&net.pd, r.iov, |i, v| {
@@ -879,7 +879,7 @@ impl RdmEp {
         }
         let payload = if eager {
             if inject {
-                Some(Payload::Owned(crate::capi::rdm_mem::gather(r.iov, len)))
+                Some(Payload::Owned(crate::verbs::mem::gather(r.iov, len)))
             } else {
                 Some(Payload::User(IovVec::from_slice(r.iov)))
             }
@@ -1067,7 +1067,7 @@ impl RdmEp {
             }
         }
         let owned = if inject {
-            Some(crate::capi::rdm_mem::gather(r.iov, len))
+            Some(crate::verbs::mem::gather(r.iov, len))
         } else {
             None
         };
@@ -1785,7 +1785,7 @@ impl Inner {
         let Some(net) = &mut self.net else { return false };
         // The coarse clock: never a system call, unlike Instant::now() on
         // machines whose clocksource the vDSO cannot read (an emulated HPET).
-        let now = crate::capi::rdm_mem::coarse_ms();
+        let now = crate::sys::coarse_ms();
         let settling = net.settling;
         let cm_due = force_cm || settling || now != net.cm_checked;
         if cm_due {
@@ -2186,7 +2186,7 @@ impl Inner {
                 send.set_covers(s, res.unsig.cover());
                 (wr_id(WrKind::Send, conn_id, s), send_flags::SIGNALED | send_flags::INLINE, Some(s))
             };
-            let posted = crate::capi::rdm_mem::post_staged(&hdr, iov, len, |sge| qp.post_send(wid, SendOp::Send, &[sge], fl));
+            let posted = crate::verbs::mem::post_staged(&hdr, iov, len, |sge| qp.post_send(wid, SendOp::Send, &[sge], fl));
             if let Some(r) = posted {
                 return match r {
                     Ok(()) if skip => Direct::Retired,
@@ -2997,7 +2997,7 @@ impl Net {
         if conns.is_empty() && limbo == 0 {
             return;
         }
-        let until = crate::capi::rdm_mem::coarse_ms() + GRAVE_MS;
+        let until = crate::sys::coarse_ms() + GRAVE_MS;
         self.graves.push(Grave { conns: conns.into_iter().collect(), limbo, until });
     }
 

@@ -35,7 +35,7 @@ use std::collections::VecDeque;
 use rustc_hash::FxHashMap as HashMap;
 
 use super::proto::{Message, Segment};
-use crate::capi::consts::{FI_ADDR_UNSPEC, FI_CLAIM, FI_DISCARD, FI_MSG, FI_MULTI_RECV, FI_PEEK, FI_RECV, FI_REMOTE_CQ_DATA, FI_TAGGED};
+use crate::fi::consts::{FI_ADDR_UNSPEC, FI_CLAIM, FI_DISCARD, FI_MSG, FI_MULTI_RECV, FI_PEEK, FI_RECV, FI_REMOTE_CQ_DATA, FI_TAGGED};
 use crate::error::{FiError, FiResult};
 
 /// Alignment of message starts inside a multi-receive buffer, relative to the buffer's start.

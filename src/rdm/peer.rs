@@ -12,7 +12,7 @@ use std::sync::Arc;
 use super::credits::PeerFlow;
 use super::srq::Bank;
 use super::proto::{Envelope, Segment};
-use crate::capi::rdm_mem::RegBuf;
+use crate::verbs::mem::RegBuf;
 use crate::verbs::cm::CmId;
 use crate::verbs::{Iov, Mr, SendOp};
 
@@ -30,7 +30,7 @@ pub struct TxDone {
 pub type IovVec = smallvec::SmallVec<[Iov; 2]>;
 
 /// Bytes copied at call time; small ones (most injects) inline.
-pub type Bytes = smallvec::SmallVec<[u8; 64]>;
+pub use crate::verbs::mem::Bytes;
 
 /// Where an outgoing payload comes from.
 pub enum Payload {
@@ -652,7 +652,7 @@ mod tests {
     /// (a write piece queued) follow the queue, whatever is mixed in it.
     #[test]
     fn queued_rma_pieces_are_counted_until_posted() {
-        let local = crate::capi::rdm_mem::test_iov(4096, 8, 1);
+        let local = crate::verbs::mem::test_iov(4096, 8, 1);
         let piece = |read_id, kind| ReadPiece { read_id, kind, local, raddr: 0, rkey: 0 };
         let mut p = Peer::new(a("10.0.0.1:7"));
         p.push_pieces([piece(1, PieceKind::RndvRead), piece(2, PieceKind::RmaWrite), piece(2, PieceKind::RmaWrite)]);

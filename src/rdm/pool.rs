@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use super::peer::TxDone;
 use super::srq::Bank;
-use crate::capi::rdm_mem::RegBuf;
+use crate::verbs::mem::RegBuf;
 use crate::verbs::{access, Errno, Iov, Pd, Srq};
 
 /// Bounce buffers on a shared receive queue.

@@ -11,6 +11,7 @@
 #![allow(unsafe_code)]
 
 pub mod cm;
+pub mod mem;
 
 use std::ffi::CStr;
 use std::os::fd::RawFd;

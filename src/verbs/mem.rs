@@ -1,14 +1,17 @@
 //! Memory the RDM core hands to the device or copies through: provider-owned
 //! registered buffers (bounce buffers) and the application's buffers named by
-//! `Iov`s. Raw memory access is `unsafe`, so it lives here, with the C ABI
-//! (the other place `unsafe` is allowed); the RDM core in `src/rdm` stays safe.
-//! Also the coarse clock the RDM progress engine paces itself with.
+//! `Iov`s. Raw memory access is `unsafe`, so it lives here, with the other
+//! verbs wrappers; the RDM core in `src/rdm` stays safe.
+#![allow(unsafe_code)]
 
 use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::ptr::NonNull;
 use std::sync::Arc;
 
 use crate::verbs::{Errno, Iov, Mr, Pd};
+
+/// Bytes copied out of the application's buffers: up to 64 without an allocation.
+pub type Bytes = smallvec::SmallVec<[u8; 64]>;
 
 /// A zeroed, page-aligned buffer registered with the device, owned by the
 /// provider. The device reads and writes it through `Iov`s made by
@@ -225,8 +228,8 @@ pub fn copy_from_iovs(iovs: &[Iov], out: &mut [u8]) -> usize {
 /// The first `len` bytes of the application buffers `iovs`, copied (inject:
 /// the buffers may be reused as soon as the call returns); up to 64 bytes
 /// without an allocation. Shorter buffers give fewer bytes.
-pub fn gather(iovs: &[Iov], len: usize) -> crate::rdm::peer::Bytes {
-    let mut v = crate::rdm::peer::Bytes::with_capacity(len);
+pub fn gather(iovs: &[Iov], len: usize) -> Bytes {
+    let mut v = Bytes::with_capacity(len);
     // SAFETY: the destination is the vector's spare capacity (len bytes);
     // the sources per Iov::new's contract.
     let done = unsafe { gather_raw(v.as_mut_ptr(), iovs, len) };
@@ -276,17 +279,6 @@ pub fn rekey_iov(v: &Iov, lkey: u32) -> Iov {
     // SAFETY: the same memory, under the same contract; the key only tells the
     // device which registration to check it against.
     unsafe { Iov::new(v.addr(), v.len(), lkey) }
-}
-
-/// Milliseconds of `CLOCK_MONOTONIC_COARSE`: advances once per kernel tick
-/// (1-10 ms) and is read from the vDSO without touching the clock hardware,
-/// unlike `Instant::now()`, which is a system call (and an emulated HPET read)
-/// on machines without a usable TSC, such as the lab's emulated guest.
-pub fn coarse_ms() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: valid clock id and out pointer to a local.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_COARSE, &mut ts) };
-    (ts.tv_sec as u64).wrapping_mul(1000).wrapping_add(ts.tv_nsec as u64 / 1_000_000)
 }
 
 #[cfg(test)]

@@ -20,6 +20,7 @@
 //! * Every function pointer is `Option<unsafe extern "C" fn(..) -> ..>`; `None` is C's `NULL`.
 //! * Flexible array members (`uint8_t data[]`) → zero-length arrays.
 //! * All types are `Clone + Copy` and `Default` (all-zero: null pointers, `None`, zeros).
+#![allow(unsafe_code)]
 #![allow(non_camel_case_types, non_snake_case, clippy::type_complexity)]
 
 use core::ffi::{c_char, c_int, c_void};
