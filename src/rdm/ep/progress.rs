@@ -1,0 +1,322 @@
+//! Progress and completions: polling the internal verbs CQ, dispatching each work completion, batched reposts of receive buffers, and the completions and errors reported to the application's CQs and counters.
+
+use super::*;
+
+impl Progress for RdmEp {
+    fn progress(&self) {
+        // A poll: drains only if something happened (see `Net::dirty`).
+        self.inner.lock().progress_with(&self.ctx, false);
+    }
+
+    fn arm(&self) -> bool {
+        let mut g = self.inner.lock();
+        let Some(net) = &g.net else { return true };
+        while net.comp.consume_event(&net.cq) {}
+        if let Err(e) = net.cq.req_notify() {
+            tracing::warn!("rdm: ibv_req_notify_cq failed: errno {e}");
+            return false;
+        }
+        // Work that arrived before the arm raises no event: look once more.
+        !g.progress_with(&self.ctx, true)
+    }
+
+    fn wait_fd(&self) -> Option<RawFd> {
+        self.wait_fd.get().copied()
+    }
+}
+
+/// Posts shared-pool buffer `idx` again. False if that failed (logged): the
+/// SRQ holds every pool buffer, so it cannot be "full"; the buffer is lost
+/// to the pool (and stays busy in the bank).
+#[inline]
+pub(super) fn post_pool(pool: &mut RecvPool, idx: u32) -> bool {
+    match pool.post(idx, wr_id(WrKind::Recv, 0, idx)) {
+        Ok(()) => true,
+        Err(e) => {
+            tracing::warn!("rdm: reposting a shared receive buffer failed: {}", ioerr(e));
+            false
+        }
+    }
+}
+
+impl Inner {
+    pub(super) fn tx_done(&mut self, done: TxDone, err: Option<i32>) {
+        self.tx_count = self.tx_count.saturating_sub(1);
+        self.tx_report(done, err);
+    }
+
+    /// Reports a transmit outcome (counters, CQ); `tx_done` also frees its
+    /// place in the transmit queue, which a retired unsignaled send left at once.
+    pub(super) fn tx_report(&self, done: TxDone, err: Option<i32>) {
+        self.cntrs.count(done.flags, err.is_none());
+        let Some((cq, _)) = &self.tx_cq else { return };
+        match err {
+            None if done.silent => {}
+            None => cq.push_completion(Completion { op_context: done.context, flags: done.flags, ..Default::default() }),
+            Some(e) => cq.push_error(CqErr {
+                op_context: done.context,
+                flags: done.flags,
+                err: e,
+                prov_errno: crate::cq::soft_prov_errno(e),
+                src: FI_ADDR_NOTAVAIL,
+                ..Default::default()
+            }),
+        }
+    }
+
+    pub(super) fn rx_error(&self, e: CqErr) {
+        if let Some((cq, _)) = &self.rx_cq {
+            cq.push_error(e);
+        }
+    }
+
+    pub(super) fn rx_completion(&self, c: Completion) {
+        if let Some((cq, _)) = &self.rx_cq {
+            cq.push_completion(c);
+        }
+    }
+
+    /// Advances everything after an operation was posted (or anything else
+    /// that can make queued work postable); true when anything happened.
+    pub(super) fn progress(&mut self, ctx: &Ctx) -> bool {
+        if let Some(net) = &mut self.net {
+            net.dirty = true;
+        }
+        self.progress_with(ctx, false)
+    }
+
+    /// `force_cm`: read the rdma-cm channel even if it was read very recently.
+    /// Reading it costs a system call even when it is empty, so with every
+    /// connection up it is read once per tick of the coarse clock (a few
+    /// milliseconds; a busy `fi_cq_read` loop stays a user-space poll of the
+    /// CQ, as on MSG endpoints); while connections are being set up, on
+    /// every call.
+    pub(super) fn progress_with(&mut self, ctx: &Ctx, force_cm: bool) -> bool {
+        // Reposts list the peers whose credits they may make due.
+        let flushed = self.flush_reposts();
+        let Some(net) = &mut self.net else { return false };
+        // The coarse clock: never a system call, unlike Instant::now() on
+        // machines whose clocksource the vDSO cannot read (an emulated HPET).
+        let now = crate::sys::coarse_ms();
+        let settling = net.settling;
+        let cm_due = force_cm || settling || now != net.cm_checked;
+        if cm_due {
+            if now != net.cm_checked {
+                net.check_starved(now);
+            }
+            net.cm_checked = now;
+        }
+        let mut any = self.poll_cq();
+        if cm_due {
+            any |= self.cm_events(ctx);
+        }
+        let Some(net) = &mut self.net else { return any };
+        if !net.graves.is_empty() {
+            net.expire_graves(now);
+        }
+        if settling {
+            let waiting: Vec<u32> = net.conns.iter().filter(|(_, c)| c.stage == Stage::WaitPool).map(|(k, _)| *k).collect();
+            for c in waiting {
+                self.start_connect(ctx, c);
+            }
+        }
+        let Some(net) = &mut self.net else { return any };
+        // After completions and reposts, the peers they concern and those
+        // left with work (`pending`) are drained; an operation's request for
+        // progress, connection events and the clock's tick walk every peer.
+        let full = cm_due || net.dirty;
+        if any || flushed || full {
+            net.dirty = false;
+            self.drain_all(full);
+            if let Some(net) = self.net.as_mut().filter(|n| n.settling) {
+                net.settling = net.any_settling();
+            }
+        }
+        any
+    }
+
+    pub(super) fn poll_cq(&mut self) -> bool {
+        let mut any = false;
+        const N: usize = 32;
+        // Uninitialised: an empty poll (most of a busy loop) touches nothing.
+        let mut wcs = verbs::WcBuf::<N>::new();
+        loop {
+            let Some(net) = &self.net else { return any };
+            let polled = match net.cq.poll_buf(&mut wcs, N) {
+                Ok(p) => p,
+                Err(e) => {
+                    tracing::warn!("rdm: ibv_poll_cq failed: errno {e}");
+                    return any;
+                }
+            };
+            let got = polled.len();
+            for wc in polled {
+                self.handle_wc(wc);
+            }
+            any |= got > 0;
+            if got < N {
+                return any;
+            }
+        }
+    }
+
+    pub(super) fn handle_wc(&mut self, wc: &Wc) {
+        let Some((kind, wr_conn, idx)) = wr_decode(wc.wr_id()) else {
+            tracing::warn!("rdm: completion with a foreign work-request id {:#x}", wc.wr_id());
+            return;
+        };
+        let ok = wc.status() == wc_status::SUCCESS;
+        let flushed = wc.status() == wc_status::WR_FLUSH_ERR;
+        let Some(net) = &mut self.net else { return };
+        if kind == WrKind::Send && ok {
+            // The common send completion: the slot names its connection (and
+            // is not that connection's any more if it was torn down meanwhile).
+            if let Some((done, covers)) = net.send.complete(idx, wr_conn) {
+                if covers > 0 {
+                    // The unsignaled sends posted before it are done too.
+                    if let Some(r) = net.conns.get_mut(&wr_conn).and_then(|c| c.res.as_mut()) {
+                        r.unsig.retire(covers);
+                    }
+                }
+                if let Some(done) = done {
+                    self.tx_done(done, None);
+                }
+            }
+            return;
+        }
+        // Receives from the shared queue name their connection by QP number;
+        // everything else carries it in the work-request id.
+        let srq_recv = kind == WrKind::Recv && net.rx.is_some();
+        let conn_id = if srq_recv { net.qpn.get(&wc.qp_num()).copied() } else { Some(wr_conn) };
+        let Some((conn_id, conn)) = conn_id.and_then(|c| net.conns.get_mut(&c).map(|conn| (c, conn))) else {
+            if srq_recv {
+                // A connection that failed meanwhile: its buffer is ours again.
+                net.grave_arrival(wc.qp_num());
+                self.repost_pool(idx, None);
+            } else if kind == WrKind::Send && is_unsignaled(idx) {
+                // An unsignaled send of a connection that failed meanwhile (its
+                // QP in the grave), flushed: it reports what it keeps.
+                let owed = net.graves.iter_mut().flat_map(|g| g.conns.iter_mut()).find(|(id, _)| *id == wr_conn);
+                let owed = owed.and_then(|(_, c)| c.res.as_mut()).and_then(|r| r.unsig.errored(idx));
+                if let Some(d) = owed {
+                    self.tx_report(d, Some(if flushed { FI_ECONNABORTED } else { crate::cq::status_to_err(wc.status()) }));
+                }
+            } else if kind == WrKind::Send {
+                // A connection torn down meanwhile (its QP in the grave): a send slot it used is free now.
+                net.send.complete(idx, wr_conn);
+            }
+            return;
+        };
+        if !ok && !flushed {
+            // Warn: this closes the connection (a broken or hostile peer, or a lost link).
+            tracing::warn!(
+                "rdm: {:?} on connection to {} failed: {} (vendor error {:#x}); closing the connection",
+                kind,
+                conn.peer,
+                wc.status_str(),
+                wc.vendor_err()
+            );
+        }
+        match kind {
+            WrKind::Recv => {
+                if !ok {
+                    if net.rx.is_some() {
+                        // The pool buffer came back unused by a message.
+                        let addr = conn.peer;
+                        if let Some(b) = net.bank_mut(&addr) {
+                            b.arrived(&addr, 0);
+                        }
+                        self.repost_pool(idx, Some(addr));
+                    }
+                    // A flush on a connection still in the table means its QP
+                    // went to error behind our back (e.g. a peer's access
+                    // violation): tear it down, or it would linger, dead.
+                    self.conn_failed(conn_id, if flushed { FI_ECONNABORTED } else { FI_EIO });
+                    return;
+                }
+                let addr = conn.peer;
+                self.handle_recv(conn_id, addr, idx, wc);
+            }
+            WrKind::Send if is_unsignaled(idx) => {
+                // Completes only in error (the connection fails below): the
+                // unsignaled sends before it succeeded; it reports what it
+                // keeps (its transmit-queue place was freed when posted).
+                let owed = conn.res.as_mut().and_then(|r| r.unsig.errored(idx));
+                if let Some(d) = owed {
+                    self.tx_report(d, Some(if flushed { FI_ECONNABORTED } else { crate::cq::status_to_err(wc.status()) }));
+                }
+                if !ok {
+                    self.conn_failed(conn_id, if flushed { FI_ECONNABORTED } else { FI_EIO });
+                }
+            }
+            WrKind::Send => {
+                let done = net.send.complete(idx, conn_id).and_then(|(d, _)| d);
+                if let Some(done) = done {
+                    self.tx_done(done, if ok { None } else { Some(crate::cq::status_to_err(wc.status())) });
+                }
+                if !ok {
+                    self.conn_failed(conn_id, if flushed { FI_ECONNABORTED } else { FI_EIO });
+                }
+            }
+            WrKind::Op => {
+                let Some(res) = conn.res.as_mut() else { return };
+                let op = res.wr_ops.remove(&idx);
+                res.free_wrs.push(idx);
+                let err = if ok { None } else { Some(crate::cq::status_to_err(wc.status())) };
+                match op {
+                    Some(WrOp::Read(read_id)) => {
+                        res.reads_out = res.reads_out.saturating_sub(1);
+                        self.piece_done(read_id, err)
+                    }
+                    Some(WrOp::Rma(done)) => self.tx_done(done, err),
+                    None => {}
+                }
+                if !ok {
+                    self.conn_failed(conn_id, if flushed { FI_ECONNABORTED } else { FI_EIO });
+                }
+            }
+        }
+    }
+
+    /// Posts the shared-pool buffers `handle_recv` set aside and counts
+    /// their messages in the bank (`Bank::recycled`: arrived, and free again,
+    /// so their credits go out). It runs first in every progress pass (so
+    /// before `arm` lets a waiter sleep, and before the pass's drain, which
+    /// sends the credits that became due), before a connection fails (its
+    /// peer's share must see its messages before it is retired), and from
+    /// `handle_recv` once `REPOST_BATCH` buffers wait, so a burst of messages
+    /// never holds more than that many back from the pool.
+    /// Each buffer's peer is listed for the pass's drain (its credit may be
+    /// due). True if it posted any (the pass must drain).
+    pub(super) fn flush_reposts(&mut self) -> bool {
+        let Some(net) = &mut self.net else { return false };
+        if net.repost.is_empty() {
+            return false;
+        }
+        let Net { rx, repost, peers, pending, .. } = net;
+        let Some(pool) = rx else { return false };
+        for (idx, from, release) in repost.drain(..) {
+            let arrival = if post_pool(pool, idx) { pool.bank.recycled(&from, release) } else { pool.bank.arrived(&from, release) };
+            check_arrival(&from, arrival);
+            // A credit due now is sent by the pass's drain (a peer with
+            // work queued is listed already).
+            if pool.bank.share(&from).is_some_and(|s| s.credit_due()) {
+                mark_in(peers, pending, &from);
+            }
+        }
+        true
+    }
+
+    /// Posts pool buffer `idx` again; `from`: the peer whose message it held.
+    pub(super) fn repost_pool(&mut self, idx: u32, from: Option<SocketAddr>) {
+        let Some(net) = &mut self.net else { return };
+        let Some(pool) = &mut net.rx else { return };
+        if !post_pool(pool, idx) {
+            return;
+        }
+        pool.bank.reposted(from.as_ref());
+        if let Some(a) = from {
+            net.mark(&a);
+        }
+    }
+}
