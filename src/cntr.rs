@@ -20,7 +20,7 @@ use std::sync::{Arc, Weak};
 use parking_lot::{Mutex, RwLock};
 
 use crate::fi::consts::*;
-use crate::cq::Progress;
+use crate::progress::Progress;
 use crate::domain::Domain;
 use crate::error::{FiError, FiResult};
 use crate::fabric::{HasRefs, Hold, Refs};

@@ -18,6 +18,7 @@ use parking_lot::{Mutex, RwLock};
 
 use crate::fi::consts::*;
 use crate::cntr::CntrSet;
+use crate::progress::Progress;
 use crate::config;
 use crate::domain::Domain;
 use crate::error::{FiError, FiResult};
@@ -352,22 +353,6 @@ impl Drop for StateGuard<'_> {
     fn drop(&mut self) {
         self.queued.store(self.st.queue.len(), Ordering::Release);
     }
-}
-
-/// An object whose completions this CQ reports but which makes progress in
-/// software (RDM endpoints): the CQ calls it at the start of every read that
-/// finds no completion queued, so everything advances inside
-/// `fi_cq_read`/`fi_cq_sread`/`fi_trywait` (manual progress). MSG endpoints
-/// register none, and their CQs behave as before.
-pub trait Progress: Send + Sync {
-    /// Advances the owner's work (connection events, internal completions,
-    /// queued sends), pushing user completions with `push_completion`/`push_error`.
-    fn progress(&self);
-    /// Arms the owner's event sources before the caller blocks. False when
-    /// work is already pending (the caller must not block).
-    fn arm(&self) -> bool;
-    /// An fd that becomes readable when the owner has work to progress.
-    fn wait_fd(&self) -> Option<std::os::fd::RawFd>;
 }
 
 pub struct Cq {

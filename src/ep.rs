@@ -18,7 +18,8 @@ use parking_lot::Mutex;
 
 use crate::fi::consts::*;
 use crate::cntr::{CntrBinds, Cntr};
-use crate::cq::{Cq, CqErr, OpKind, Progress, QpCounters};
+use crate::cq::{Cq, CqErr, OpKind, QpCounters};
+use crate::progress::Progress;
 use crate::domain::Domain;
 use crate::eq::{CmHandler, Eq, EqEntry, EqErr};
 use crate::error::{FiError, FiResult};

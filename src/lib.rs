@@ -26,6 +26,7 @@ pub mod fabric;
 pub mod info;
 pub mod log;
 pub mod mr;
+pub mod progress;
 pub mod rdm;
 pub mod srx;
 pub mod sys;

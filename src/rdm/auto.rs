@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
 
-use crate::cq::Progress;
+use crate::progress::Progress;
 use crate::error::{FiError, FiResult};
 use crate::sys::{Epoll, EventFd};
 

@@ -44,8 +44,9 @@ use std::collections::VecDeque;
 use super::srq::Share;
 use crate::error::{FiError, FiResult};
 
-/// Smallest `bufs_per_peer` the rules above allow (threshold 2 <= bufs - 1).
-pub const MIN_CREDITS: u16 = 3;
+/// Smallest `bufs_per_peer` the rules above allow (threshold 2 <= bufs - 1),
+/// a rule of the protocol (`proto.rs`: a HELLO must grant at least this).
+pub use super::proto::MIN_CREDITS;
 /// Default most credits one peer may hold (`FI_RSVERBS_PEER_CREDITS`)
 /// without a shared receive pool, where it is also each connection's own
 /// receive buffers (registered memory per connection).

@@ -15,6 +15,13 @@ use std::fmt;
 
 use crate::error::FiError;
 
+/// The fewest credits (receive buffers) a peer may be granted: the credit
+/// rules (`credits.rs`: return threshold 2 <= credits - 1) and the receive
+/// pool's floor per peer (`srq.rs`) both rest on it, and a HELLO offering
+/// less is refused. It lives here, with the wire rules, so that neither
+/// side's module depends on the other's for it.
+pub const MIN_CREDITS: u16 = 3;
+
 /// Protocol version carried in byte 0 of every header.
 pub const VERSION: u8 = 4;
 /// Size of the fixed header.
@@ -582,7 +589,7 @@ pub struct Hello {
 
 impl Hello {
     fn check(&self) -> Result<(), ProtoError> {
-        if self.max_credits < super::credits::MIN_CREDITS {
+        if self.max_credits < MIN_CREDITS {
             return Err(ProtoError::Field("hello max credits"));
         }
         if self.grant > self.max_credits {

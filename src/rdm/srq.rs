@@ -46,7 +46,7 @@ use std::collections::VecDeque;
 use super::hintmap::HintMap;
 use std::hash::Hash;
 
-use super::credits::MIN_CREDITS;
+use super::proto::MIN_CREDITS;
 
 const MIN: u32 = MIN_CREDITS as u32;
 

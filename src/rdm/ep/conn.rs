@@ -136,7 +136,7 @@ impl Net {
             return true;
         }
         // Grow by a few floors at a time.
-        self.grow_pool(n.max(8 * super::super::credits::MIN_CREDITS as u32), "for a new peer's floor", Grow::Quotas)
+        self.grow_pool(n.max(8 * super::super::proto::MIN_CREDITS as u32), "for a new peer's floor", Grow::Quotas)
     }
 
     /// A peer stuck without credits for STARVE_MS while the others hold the
@@ -172,7 +172,7 @@ impl Net {
             Some(t) if now.saturating_sub(t) >= STARVE_MS => {
                 self.pool_wait_since = None;
                 tracing::info!("rdm: {waiting} connection(s) waited {STARVE_MS} ms for free receive buffers");
-                self.grow_pool(waiting * super::super::credits::MIN_CREDITS as u32, "for connections waiting to start", Grow::Free);
+                self.grow_pool(waiting * super::super::proto::MIN_CREDITS as u32, "for connections waiting to start", Grow::Free);
             }
             Some(_) => {}
         }

@@ -14,7 +14,7 @@
 //!   connects are settled by `peer::decide_request`.
 //! * Progress is manual: rdma-cm events, internal completions, credit returns
 //!   and rendezvous reads advance inside `fi_cq_read`/`fi_cq_sread`/
-//!   `fi_trywait` of the CQs bound to the endpoint (`cq::Progress`), and in
+//!   `fi_trywait` of the CQs bound to the endpoint (`progress::Progress`), and in
 //!   every data call. User completions are made in software.
 //!
 //! Everything runs under one lock per endpoint.
@@ -59,7 +59,8 @@ use crate::av::Av;
 use crate::fi::consts::*;
 use crate::verbs::mem::{copy_to_iovs, iov_range, sub_iov, RegBuf};
 use crate::cntr::{Cntr, CntrBinds, CntrSet};
-use crate::cq::{Completion, Cq, CqErr, Progress};
+use crate::cq::{Completion, Cq, CqErr};
+use crate::progress::Progress;
 use crate::domain::Domain;
 use crate::error::{FiError, FiResult};
 use crate::fabric::Hold;
