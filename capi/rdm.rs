@@ -336,13 +336,20 @@ impl<const N: usize> Bufs<N> {
 /// `desc` must be NULL or hold `bufs.len()` descriptors; the buffers must stay
 /// valid for the operation (fi_msg(3)); for injects, readable now.
 pub(crate) unsafe fn bufs<const N: usize>(bufs: &[(u64, usize)], desc: Option<*mut *mut c_void>) -> FiResult<Bufs<N>> {
+    // SAFETY: the caller's contract.
+    unsafe { bufs_dir(bufs, desc, false) }
+}
+
+/// # Safety
+/// As [`bufs`]. `rx`: a receive's buffers (a NULL one counts as empty, `ep::sge`).
+pub(crate) unsafe fn bufs_dir<const N: usize>(bufs: &[(u64, usize)], desc: Option<*mut *mut c_void>, rx: bool) -> FiResult<Bufs<N>> {
     if bufs.len() > N {
         return crate::fail!(FiError::INVAL, "{} iovs exceed the limit of {N}", bufs.len());
     }
     let mut out = Bufs { iov: [std::mem::MaybeUninit::uninit(); N], descs: [std::mem::MaybeUninit::uninit(); N], n: 0, descs_ok: true };
     for (i, &(addr, len)) in bufs.iter().enumerate() {
         // SAFETY: desc holds bufs.len() entries; the buffers are valid (both per the contract).
-        let (iov, d, keyed) = unsafe { sge(i, addr, len, desc) }?;
+        let (iov, d, keyed) = unsafe { sge(i, addr, len, desc, rx) }?;
         out.descs_ok &= keyed;
         out.iov[i] = std::mem::MaybeUninit::new(iov);
         out.descs[i] = std::mem::MaybeUninit::new(d);
@@ -407,7 +414,7 @@ unsafe fn do_recv<const N: usize>(
     // SAFETY: e is a fid per the API.
     let o = unsafe { ep(e) }?;
     // SAFETY: buffers and descriptors per fi_msg(3)/fi_tagged(3).
-    let v = unsafe { bufs::<N>(b, desc) }?;
+    let v = unsafe { bufs_dir::<N>(b, desc, true) }?;
     let flags = flags.unwrap_or_else(|| o.inner.rx_op_flags());
     o.inner.recv(RecvReq { iov: v.iov(), descs_ok: v.descs_ok, src, tag, context: ctx as u64, flags })?;
     Ok(0)

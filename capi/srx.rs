@@ -10,7 +10,7 @@ use crate::fi::abi::*;
 use crate::fi::consts::*;
 use super::cq::CqObj;
 use super::domain::DomainObj;
-use super::ep::{iovec_list, iovs, MSG_RX_FLAGS};
+use super::ep::{iovec_list, rx_iovs, MSG_RX_FLAGS};
 use super::prov::ops_open_nosys;
 use super::util::*;
 use crate::error::{FiError, FiResult};
@@ -142,7 +142,7 @@ unsafe fn do_recv(e: *mut fid_ep, bufs: &[(u64, usize)], desc: Option<*mut *mut 
     // SAFETY: e is a fid per the API.
     let o = unsafe { srx(e) }?;
     // SAFETY: buffers and descriptors per fi_msg(3).
-    let v = unsafe { iovs(bufs, desc) }?;
+    let v = unsafe { rx_iovs(bufs, desc) }?;
     o.inner.post(v.slice(), v.descs_ok, ctx as u64)?;
     Ok(0)
 }
