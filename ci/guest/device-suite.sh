@@ -116,11 +116,12 @@ fi
 # ---- end of the installation block ------------------------------------------
 
 # ============================================================================
-# fabtests (issue 22, ci/guest/fabtests.sh): the 2.1 core's runfabtests.sh,
-# quick selection, no exclude list, for verbs and verbs;ofi_rxm over rsverbs.
-# Runs when the filter names "fabtests" or RSVERBS_FABTESTS=1: not by
-# default yet, one quick selection takes about 35 minutes of lab time per
-# provider under emulation (docs/cores.md), more than the test command's budget.
+# fabtests (issue 22, ci/guest/fabtests.sh): a core's runfabtests.sh, quick
+# selection, no exclude list, for verbs and verbs;ofi_rxm over rsverbs.
+# Runs when the filter names "fabtests" or RSVERBS_FABTESTS=1 (ci/test sets
+# it, with the 2.1 core and provider verbs only: about 20-25 minutes of lab
+# time per provider under emulation; RSVERBS_FABTESTS_CORES,
+# RSVERBS_FABTESTS_PROVIDERS and RSVERBS_FABTESTS_SET choose).
 # ----------------------------------------------------------------------------
 if [ "$SUITE_PROVIDER" = rsverbs ] && { [ "${RSVERBS_FABTESTS:-0}" = 1 ] || printf '%s\n' "$@" | grep -qx fabtests; }; then
   . "$(dirname "${BASH_SOURCE[0]}")/fabtests.sh"
