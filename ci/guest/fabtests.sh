@@ -34,7 +34,7 @@ fabtests_run() {
   rm -rf "$dir"; mkdir -p "$dir"
   log="$dir/runfabtests.log"
   lab_log "fabtests: $v $prov (${RSVERBS_FABTESTS_SET:-quick}, no exclude list)"
-  (cd "$dir" && with_timeout "${FABTESTS_TIMEOUT:-2400}" env -u FI_PROVIDER \
+  (cd "$dir" && with_timeout "${RSVERBS_FABTESTS_TIMEOUT:-5400}" env -u FI_PROVIDER \
      LD_LIBRARY_PATH="$pre/lib" FI_PROVIDER_PATH="${FI_PROVIDER_PATH:-$PWD/target/prov}" \
      PATH="$pre/bin:$PATH" \
      bash "$pre/bin/runfabtests.sh" -vv -T "${FABTESTS_TEST_TIMEOUT:-120}" -p "$pre/bin" -t "${RSVERBS_FABTESTS_SET:-quick}" \
