@@ -426,9 +426,12 @@ pub mod uffd {
         Other(u8),
     }
 
-    /// A userfaultfd with the unmap/remove/remap events on. Faults of user
-    /// mode only when that is all the kernel grants an unprivileged process
-    /// (`vm.unprivileged_userfaultfd=0`), as libfabric asks.
+    /// A userfaultfd with the unmap/remove/remap events on. It handles the
+    /// faults of kernel mode too where the kernel allows (privileged, or
+    /// `vm.unprivileged_userfaultfd=1`): a kernel access to a missing page
+    /// of a watched range then waits for the monitor's zero page instead of
+    /// failing with EFAULT. Otherwise user mode only (`UFFD_USER_MODE_ONLY`,
+    /// kernels 5.11+), what libfabric always asks.
     #[derive(Debug)]
     pub struct Uffd {
         fd: OwnedFd,
@@ -438,11 +441,14 @@ pub mod uffd {
         pub fn open() -> Result<Uffd, i32> {
             let fl = libc::O_CLOEXEC | libc::O_NONBLOCK;
             // SAFETY: plain syscall with integer flags; returns a new fd or -1.
-            let mut fd = unsafe { libc::syscall(libc::SYS_userfaultfd, fl | UFFD_USER_MODE_ONLY) } as i32;
-            if fd < 0 && last_errno() == libc::EINVAL {
-                // Kernels before 5.11 do not know UFFD_USER_MODE_ONLY.
+            let mut fd = unsafe { libc::syscall(libc::SYS_userfaultfd, fl) } as i32;
+            if fd < 0 && last_errno() == libc::EPERM {
                 // SAFETY: as above.
-                fd = unsafe { libc::syscall(libc::SYS_userfaultfd, fl) } as i32;
+                fd = unsafe { libc::syscall(libc::SYS_userfaultfd, fl | UFFD_USER_MODE_ONLY) } as i32;
+                if fd < 0 && last_errno() == libc::EINVAL {
+                    // A kernel before 5.11 (no UFFD_USER_MODE_ONLY): it refused above.
+                    return Err(libc::EPERM);
+                }
             }
             if fd < 0 {
                 return Err(last_errno());
@@ -564,6 +570,20 @@ pub mod uffd {
             return Err(last_errno());
         }
         Ok(())
+    }
+
+    /// Tests: writes `v` at `addr` of a mapping made by `map_anon` (a user-mode fault if missing).
+    #[cfg(test)]
+    pub fn poke(addr: u64, v: u8) {
+        // SAFETY: the caller's own writable anonymous mapping; nothing else references it.
+        unsafe { std::ptr::write_volatile(addr as *mut u8, v) }
+    }
+
+    /// Tests: reads the byte at `addr` of a mapping made by `map_anon`.
+    #[cfg(test)]
+    pub fn peek(addr: u64) -> u8 {
+        // SAFETY: as `poke`.
+        unsafe { std::ptr::read_volatile(addr as *const u8) }
     }
 
     /// `madvise(MADV_DONTNEED)` of a mapping made by `map_anon`.

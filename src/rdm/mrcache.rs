@@ -682,6 +682,24 @@ mod tests {
     }
 
     #[test]
+    fn faults_on_missing_pages_of_a_watched_range_are_answered() {
+        let (c, _) = cache(L);
+        if !need_uffd(&c) {
+            return;
+        }
+        // The fake registration pins nothing: the pages stay missing, and
+        // touching them faults to the monitor, which installs zero pages.
+        let m = Map::new(4 * PAGE);
+        let p = c.acquire(m.0, 4 * PAGE, 1).unwrap();
+        assert_eq!(uffd::peek(m.0 + 5), 0);
+        uffd::poke(m.0 + PAGE as u64 + 1, 7);
+        assert_eq!(uffd::peek(m.0 + PAGE as u64 + 1), 7);
+        assert_eq!(uffd::peek(m.0 + 3 * PAGE as u64), 0);
+        drop(p);
+        assert_eq!(c.stats().invalidations, 0, "faults invalidate nothing");
+    }
+
+    #[test]
     fn no_monitor_registers_per_operation() {
         let (c, dereg) = cache(Limits { monitor: false, ..L });
         assert!(!c.caching());
