@@ -58,11 +58,6 @@ impl Reg for crate::verbs::Mr {
 /// Registers `(addr, len, verbs access)`: the device's `ibv_reg_mr`, or a fake in tests.
 pub type RegFn = Box<dyn Fn(u64, usize, i32) -> Result<Box<dyn Reg>, i32> + Send + Sync>;
 
-/// Default `FI_MR_CACHE_MAX_COUNT`.
-pub const DEFAULT_MAX_COUNT: usize = 1024;
-/// Default `FI_MR_CACHE_MAX_SIZE` (1 GiB).
-pub const DEFAULT_MAX_SIZE: usize = 1 << 30;
-
 /// The cache's bounds and whether it caches at all.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
