@@ -136,8 +136,9 @@ struct Shared {
     events: Mutex<()>,
     reg: RegFn,
     limits: Limits,
-    /// The monitor's fd (None: no caching).
-    watch: Option<Uffd>,
+    /// The monitor's fd, opened (and its thread started) at the first
+    /// lookup; None: no caching.
+    watch: once_cell::sync::OnceCell<Option<Arc<Uffd>>>,
     page: u64,
     n: Counters,
 }
@@ -225,8 +226,8 @@ impl Drop for Pin {
 /// The cache of one domain.
 pub struct MrCache {
     sh: Arc<Shared>,
-    stop: Option<Arc<(AtomicBool, EventFd)>>,
-    thread: Option<JoinHandle<()>>,
+    /// The monitor thread and how to stop it (once started).
+    mon: Mutex<Option<(Arc<(AtomicBool, EventFd)>, JoinHandle<()>)>>,
 }
 
 impl std::fmt::Debug for MrCache {
@@ -245,64 +246,71 @@ fn no_cache_once(why: &str) {
 
 impl MrCache {
     /// A cache registering through `reg`, watched by a userfaultfd monitor
-    /// thread when the kernel grants one.
+    /// thread (started at the first lookup) when the kernel grants one.
     pub fn new(reg: RegFn, limits: Limits) -> MrCache {
-        let watch = if !limits.monitor {
-            no_cache_once("FI_MR_CACHE_MONITOR=disabled");
-            None
-        } else if limits.max_count == 0 || limits.max_size == 0 {
-            no_cache_once("FI_MR_CACHE_MAX_COUNT or FI_MR_CACHE_MAX_SIZE is 0");
-            None
-        } else {
-            match Uffd::open() {
-                Ok(u) => Some(u),
-                Err(e) => {
-                    no_cache_once(&format!("userfaultfd unavailable ({})", std::io::Error::from_raw_os_error(e)));
-                    None
-                }
-            }
-        };
-        let monitored = watch.is_some();
         let sh = Arc::new(Shared {
             state: Mutex::new(State::default()),
             events: Mutex::new(()),
             reg,
             limits,
-            watch,
+            watch: once_cell::sync::OnceCell::new(),
             page: uffd::page_size(),
             n: Counters::default(),
         });
-        let mut c = MrCache { sh, stop: None, thread: None };
-        if monitored {
-            if let Err(e) = c.start_monitor() {
+        MrCache { sh, mon: Mutex::new(None) }
+    }
+
+    /// The monitor's fd, opening it and starting its thread the first time.
+    fn watch(&self) -> Option<&Arc<Uffd>> {
+        self.sh.watch.get_or_init(|| self.start_monitor()).as_ref()
+    }
+
+    fn start_monitor(&self) -> Option<Arc<Uffd>> {
+        let limits = self.sh.limits;
+        if !limits.monitor {
+            no_cache_once("FI_MR_CACHE_MONITOR=disabled");
+            return None;
+        }
+        if limits.max_count == 0 || limits.max_size == 0 {
+            no_cache_once("FI_MR_CACHE_MAX_COUNT or FI_MR_CACHE_MAX_SIZE is 0");
+            return None;
+        }
+        let w = match Uffd::open() {
+            Ok(u) => Arc::new(u),
+            Err(e) => {
+                no_cache_once(&format!("userfaultfd unavailable ({})", std::io::Error::from_raw_os_error(e)));
+                return None;
+            }
+        };
+        let started = (|| -> Result<_, i32> {
+            let epoll = Epoll::new()?;
+            let ev = EventFd::new()?;
+            epoll.add(ev.raw(), 0)?;
+            epoll.add(w.raw(), 1)?;
+            let stop = Arc::new((AtomicBool::new(false), ev));
+            let (st, sh, w2) = (stop.clone(), self.sh.clone(), w.clone());
+            let t = std::thread::Builder::new()
+                .name("rsverbs-mr-monitor".into())
+                .spawn(move || monitor(sh, w2, epoll, st))
+                .map_err(|_| libc::EAGAIN)?;
+            Ok((stop, t))
+        })();
+        match started {
+            Ok(m) => {
+                *self.mon.lock() = Some(m);
+                tracing::info!("mr cache: userfaultfd memory monitor started");
+                Some(w)
+            }
+            Err(e) => {
                 no_cache_once(&format!("cannot start the memory monitor ({})", std::io::Error::from_raw_os_error(e)));
-                // Without the thread nothing may be cached: drop the fd.
-                if let Some(sh) = Arc::get_mut(&mut c.sh) {
-                    sh.watch = None;
-                }
+                None
             }
         }
-        c
     }
 
-    fn start_monitor(&mut self) -> Result<(), i32> {
-        let Some(w) = self.sh.watch.as_ref() else { return Ok(()) };
-        let epoll = Epoll::new()?;
-        let ev = EventFd::new()?;
-        epoll.add(ev.raw(), 0)?;
-        epoll.add(w.raw(), 1)?;
-        let stop = Arc::new((AtomicBool::new(false), ev));
-        let (st, sh) = (stop.clone(), self.sh.clone());
-        let t = std::thread::Builder::new().name("rsverbs-mr-monitor".into()).spawn(move || monitor(sh, epoll, st)).map_err(|_| libc::EAGAIN)?;
-        self.stop = Some(stop);
-        self.thread = Some(t);
-        tracing::info!("mr cache: userfaultfd memory monitor started");
-        Ok(())
-    }
-
-    /// Whether registrations are kept (a monitor watches them).
+    /// Whether registrations are kept (a monitor watches them; starts it).
     pub fn caching(&self) -> bool {
-        self.sh.watch.is_some()
+        self.watch().is_some()
     }
 
     /// The registration of `[addr, addr+len)` with at least verbs `access`:
@@ -313,7 +321,7 @@ impl MrCache {
         let start = addr & !(sh.page - 1);
         let end = addr.checked_add(len as u64).ok_or(libc::EINVAL)?.div_ceil(sh.page) * sh.page;
         let size = (end - start) as usize;
-        let Some(w) = sh.watch.as_ref() else {
+        let Some(w) = self.watch() else {
             sh.n.misses.fetch_add(1, Ordering::Relaxed);
             sh.n.uncached.fetch_add(1, Ordering::Relaxed);
             return Ok(Pin::own((sh.reg)(start, size, access)?));
@@ -417,11 +425,9 @@ impl MrCache {
 
 impl Drop for MrCache {
     fn drop(&mut self) {
-        if let Some(s) = self.stop.take() {
-            s.0.store(true, Ordering::SeqCst);
-            s.1.signal();
-        }
-        if let Some(t) = self.thread.take() {
+        if let Some((stop, t)) = self.mon.lock().take() {
+            stop.0.store(true, Ordering::SeqCst);
+            stop.1.signal();
             let _ = t.join();
         }
         let s = self.stats();
@@ -443,8 +449,7 @@ impl Drop for MrCache {
 }
 
 /// The monitor thread: handles the kernel's events until told to stop.
-fn monitor(sh: Arc<Shared>, epoll: Epoll, stop: Arc<(AtomicBool, EventFd)>) {
-    let Some(w) = sh.watch.as_ref() else { return };
+fn monitor(sh: Arc<Shared>, w: Arc<Uffd>, epoll: Epoll, stop: Arc<(AtomicBool, EventFd)>) {
     while !stop.0.load(Ordering::SeqCst) {
         if epoll.wait(1000).is_err() {
             tracing::warn!("mr cache: the memory monitor cannot wait for events; it stops");
@@ -453,7 +458,7 @@ fn monitor(sh: Arc<Shared>, epoll: Epoll, stop: Arc<(AtomicBool, EventFd)>) {
         let _g = sh.events.lock();
         loop {
             match w.read() {
-                Ok(Some(ev)) => handle(&sh, w, ev),
+                Ok(Some(ev)) => handle(&sh, &w, ev),
                 Ok(None) => break,
                 Err(e) => {
                     tracing::warn!("mr cache: reading userfaultfd events failed ({}); the monitor stops", std::io::Error::from_raw_os_error(e));
