@@ -29,11 +29,37 @@ static DOMAIN_FI_OPS: fi_ops = fi_ops {
     size: std::mem::size_of::<fi_ops>(),
     close: Some(domain_close),
     bind: Some(bind_nosys),
-    control: Some(control_nosys),
+    control: Some(domain_control),
     ops_open: Some(ops_open_nosys),
     tostr: None,
     ops_set: None,
 };
+
+/// `fi_control(&domain->fid, RSVERBS_MR_CACHE_STATS, uint64_t[7])`: the
+/// registration cache's counters (hits, misses, evictions, invalidations,
+/// uncached, entries, bytes; zeros before the cache's first use). An
+/// rsverbs-specific command, for tests and diagnostics (README "Memory
+/// registration").
+pub const RSVERBS_MR_CACHE_STATS: c_int = 0x7273_6d63;
+
+unsafe extern "C" fn domain_control(f: *mut fid, command: c_int, arg: *mut c_void) -> c_int {
+    if command != RSVERBS_MR_CACHE_STATS {
+        // SAFETY: forwards the caller's arguments unchanged.
+        return unsafe { control_nosys(f, command, arg) };
+    }
+    guard("fi_control(domain)", || {
+        // SAFETY: f is a fid per the API.
+        let o = unsafe { obj::<DomainObj>(f) }?;
+        if arg.is_null() {
+            return crate::fail!(FiError::INVAL, "fi_control(RSVERBS_MR_CACHE_STATS): NULL argument");
+        }
+        let s = o.inner.mr_cache_stats().unwrap_or_default();
+        let v = [s.hits, s.misses, s.evictions, s.invalidations, s.uncached, s.entries, s.bytes];
+        // SAFETY: the caller passes room for 7 u64 (the command's contract).
+        unsafe { std::ptr::copy_nonoverlapping(v.as_ptr(), arg as *mut u64, v.len()) };
+        Ok(0)
+    })
+}
 
 static DOMAIN_OPS: fi_ops_domain = fi_ops_domain {
     size: std::mem::size_of::<fi_ops_domain>(),

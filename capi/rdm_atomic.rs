@@ -61,18 +61,17 @@ unsafe fn operand(p: *const c_void, what: &str) -> FiResult<u64> {
     Ok(unsafe { (p as *const u64).read_unaligned() })
 }
 
-/// The result buffer as an Iov with its local key.
+/// The result buffer as an Iov with its local key, and whether it had a
+/// descriptor (the endpoint registers it otherwise, or refuses it under
+/// `FI_MR_LOCAL`).
 ///
 /// # Safety
 /// `result` must be NULL or 8 writable bytes valid until the operation completes.
-unsafe fn result_iov(result: *mut c_void, desc: *mut c_void) -> FiResult<Iov> {
+unsafe fn result_iov(result: *mut c_void, desc: *mut c_void) -> FiResult<(Iov, bool)> {
     let mut d = desc;
     // SAFETY: one buffer and one descriptor, per the contract.
     let b = unsafe { bufs::<1>(&[(result as u64, 8)], Some(&mut d)) }?;
-    if !b.descs_ok {
-        return crate::fail!(FiError::INVAL, "atomic: the result buffer needs a memory descriptor (FI_MR_LOCAL)");
-    }
-    Ok(b.iov()[0])
+    Ok((b.iov()[0], b.descs_ok))
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -81,7 +80,7 @@ unsafe fn submit(
     dest: fi_addr_t,
     addr: u64,
     key: u64,
-    result: Option<Iov>,
+    result: Option<(Iov, bool)>,
     op: AtomicOp,
     ctx: *mut c_void,
     flags: Option<u64>,
@@ -90,7 +89,9 @@ unsafe fn submit(
     // SAFETY: e is a fid per the API.
     let o = unsafe { ep(e) }?;
     let flags = flags.unwrap_or_else(|| o.inner.tx_op_flags());
-    o.inner.atomic(AtomicReq { dest, raddr: addr, rkey: key, result, op, context: ctx as u64, flags, no_completion: inject })?;
+    let result_keyed = result.is_none_or(|r| r.1);
+    let result = result.map(|r| r.0);
+    o.inner.atomic(AtomicReq { dest, raddr: addr, rkey: key, result, result_keyed, op, context: ctx as u64, flags, no_completion: inject })?;
     Ok(0)
 }
 

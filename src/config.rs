@@ -31,7 +31,20 @@ pub struct Config {
     /// (IB encoding 0..=31, default 12 = 0.64 ms, as libfabric's verbs), set once the
     /// connection is up: rdma-cm leaves 0, which is 655 ms.
     pub min_rnr_timer: u8,
+    /// `FI_MR_CACHE_MAX_COUNT`: registrations the RDM registration cache keeps
+    /// per domain (1024; 0: no caching). See `crate::rdm::mrcache`.
+    pub mr_cache_max_count: usize,
+    /// `FI_MR_CACHE_MAX_SIZE`: bytes it keeps registered per domain (1 GiB; 0: no caching).
+    pub mr_cache_max_size: usize,
+    /// `FI_MR_CACHE_MONITOR`: `uffd` (default) watches unmaps with
+    /// userfaultfd; `disabled` turns caching off (libfabric's names).
+    pub mr_cache_monitor: bool,
 }
+
+/// Default `FI_MR_CACHE_MAX_COUNT` (registrations kept per domain).
+pub const MR_CACHE_MAX_COUNT: usize = 1024;
+/// Default `FI_MR_CACHE_MAX_SIZE` (1 GiB registered per domain).
+pub const MR_CACHE_MAX_SIZE: usize = 1 << 30;
 
 fn env_str(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|s| !s.is_empty())
@@ -62,6 +75,16 @@ impl Config {
             gid_idx: env_usize("FI_VERBS_GID_IDX").unwrap_or(0) as i32,
             cqread_bunch_size: env_usize("FI_VERBS_CQREAD_BUNCH_SIZE").filter(|&n| n > 0).unwrap_or(8).min(256),
             min_rnr_timer: env_usize("FI_VERBS_MIN_RNR_TIMER").unwrap_or(12).min(31) as u8,
+            mr_cache_max_count: env_usize("FI_MR_CACHE_MAX_COUNT").unwrap_or(MR_CACHE_MAX_COUNT),
+            mr_cache_max_size: env_usize("FI_MR_CACHE_MAX_SIZE").unwrap_or(MR_CACHE_MAX_SIZE),
+            mr_cache_monitor: match env_str("FI_MR_CACHE_MONITOR").as_deref() {
+                None | Some("uffd") | Some("userfaultfd") => true,
+                Some("disabled") => false,
+                Some(v) => {
+                    tracing::warn!("FI_MR_CACHE_MONITOR={v}: rsverbs has the uffd monitor only; using it");
+                    true
+                }
+            },
         }
     }
 }

@@ -5,6 +5,8 @@ use std::sync::Arc;
 use crate::error::{FiError, FiResult};
 use crate::fabric::{Fabric, HasRefs, Hold, Refs};
 use crate::info::Info;
+use crate::fi::consts::*;
+use crate::rdm::mrcache::{Limits, MrCache, Reg, RegFn};
 use crate::verbs::{self, Context, Pd};
 
 #[derive(Debug)]
@@ -15,6 +17,13 @@ pub struct Domain {
     pub attr: verbs::DeviceAttr,
     /// The info the domain was opened with (defaults for its endpoints).
     pub info: Info,
+    /// Operations must name their local buffers with descriptors
+    /// (`FI_MR_LOCAL`, or the pre-1.5 `FI_LOCAL_MR`); without it RDM
+    /// endpoints register them through `mr_cache`.
+    pub mr_local: bool,
+    /// The registration cache of the domain's RDM endpoints (made at first
+    /// use: its monitor is a thread).
+    mr_cache: once_cell::sync::OnceCell<Arc<MrCache>>,
     pub refs: Refs,
 }
 
@@ -42,6 +51,31 @@ impl Domain {
             Ok(pd) => pd,
             Err(e) => return crate::fail!(FiError::from_errno(e), "fi_domain: ibv_alloc_pd on {name} failed: errno {e}"),
         };
-        Ok(Arc::new(Domain { fabric: Hold::new(fabric), dev, pd, attr, info: info.clone(), refs: Refs::default() }))
+        let m = info.domain.mr_mode;
+        let mr_local = m & FI_MR_LOCAL != 0 || m == FI_MR_BASIC || (info.mode | info.domain.mode) & FI_LOCAL_MR != 0;
+        Ok(Arc::new(Domain {
+            fabric: Hold::new(fabric),
+            dev,
+            pd,
+            attr,
+            info: info.clone(),
+            mr_local,
+            mr_cache: once_cell::sync::OnceCell::new(),
+            refs: Refs::default(),
+        }))
+    }
+
+    /// The registration cache (see `crate::rdm::mrcache`).
+    pub fn mr_cache(&self) -> &Arc<MrCache> {
+        self.mr_cache.get_or_init(|| {
+            let pd = self.pd.clone();
+            let reg: RegFn = Box::new(move |addr, len, access| pd.reg_mr(addr, len, access).map(|m| Box::new(m) as Box<dyn Reg>));
+            Arc::new(MrCache::new(reg, Limits::from_config()))
+        })
+    }
+
+    /// The cache's counters, if it was made.
+    pub fn mr_cache_stats(&self) -> Option<crate::rdm::mrcache::Stats> {
+        self.mr_cache.get().map(|c| c.stats())
     }
 }

@@ -320,9 +320,24 @@ fn dev_caps(dev: &Arc<Context>) -> FiResult<DevCaps> {
 
 /// Checks the MR mode the application supports and returns the one to report
 /// (plus extra `info->mode` bits, for the pre-1.5 API's FI_LOCAL_MR).
-fn match_mr_mode(version: u32, hints: Option<&Info>, caps: u64) -> FiResult<(i32, u64)> {
+///
+/// RDM endpoints (`rdm`) do without `FI_MR_LOCAL`: they register buffers
+/// given without descriptors themselves, through the domain's registration
+/// cache (`crate::rdm::mrcache`). Hints with the bit keep it in the answer
+/// (the application then passes descriptors, as before); hints without it get
+/// an answer without it.
+fn match_mr_mode(version: u32, hints: Option<&Info>, caps: u64, rdm: bool) -> FiResult<(i32, u64)> {
     // Remote-access bits only matter to applications that do RMA/atomics.
-    let needed = if caps & (FI_RMA | FI_ATOMIC) != 0 { MR_MODE } else { FI_MR_LOCAL };
+    let remote = if caps & (FI_RMA | FI_ATOMIC) != 0 { MR_MODE & !FI_MR_LOCAL } else { 0 };
+    let mut needed = remote | FI_MR_LOCAL;
+    if rdm {
+        if let Some(h) = hints {
+            let user = h.domain.mr_mode;
+            if !FI_VERSION_LT(version, FI_VERSION(1, 5)) && user != FI_MR_BASIC && user != FI_MR_SCALABLE && user & FI_MR_LOCAL == 0 {
+                needed = remote;
+            }
+        }
+    }
     let Some(h) = hints else {
         return Ok(if FI_VERSION_LT(version, FI_VERSION(1, 5)) { (FI_MR_BASIC, FI_LOCAL_MR) } else { (needed, 0) });
     };
@@ -439,7 +454,7 @@ fn build_info(
         // FI_SOURCE reports senders on connectionless endpoints; on MSG the peer is implied.
         caps &= !FI_SOURCE;
     }
-    let (mr_mode, mr_info_mode) = match_mr_mode(req.version, h, caps)?;
+    let (mr_mode, mr_info_mode) = match_mr_mode(req.version, h, caps, false)?;
 
     // Modes: rsverbs needs none, except FI_RX_CQ_DATA to offer remote CQ data on
     // RMA writes (such a write consumes a posted receive).
@@ -689,7 +704,7 @@ fn build_rdm_info(req: &Request, dc: &DevCaps, src: Option<SocketAddr>, dest: Op
     // reported: FI_DIRECTED_RECV, FI_SOURCE and FI_MULTI_RECV change how the
     // endpoint behaves, so they are on only when asked for.
     let caps = if hi.caps != 0 { hi.caps | FI_LOCAL_COMM | FI_REMOTE_COMM } else { RDM_CAPS };
-    let (mr_mode, mr_info_mode) = match_mr_mode(req.version, h, caps)?;
+    let (mr_mode, mr_info_mode) = match_mr_mode(req.version, h, caps, true)?;
 
     let max_msg = rdm_max_msg(dc);
     over(hi.ep.max_msg_size, max_msg, "max_msg_size")?;
@@ -1011,26 +1026,44 @@ mod tests {
     fn mr_mode_new_api() {
         let mut h = Info::default();
         h.domain.mr_mode = MR_MODE;
-        assert_eq!(match_mr_mode(FI_VERSION(1, 17), Some(&h), FI_MSG | FI_RMA), Ok((MR_MODE, 0)));
+        assert_eq!(match_mr_mode(FI_VERSION(1, 17), Some(&h), FI_MSG | FI_RMA, false), Ok((MR_MODE, 0)));
         // An app that can't do local MRs gets nothing.
         h.domain.mr_mode = FI_MR_VIRT_ADDR | FI_MR_PROV_KEY | FI_MR_ALLOCATED;
-        assert_eq!(match_mr_mode(FI_VERSION(1, 17), Some(&h), FI_MSG), Err(FiError::NODATA));
+        assert_eq!(match_mr_mode(FI_VERSION(1, 17), Some(&h), FI_MSG, false), Err(FiError::NODATA));
         // MSG-only apps need just FI_MR_LOCAL.
         h.domain.mr_mode = FI_MR_LOCAL;
-        assert_eq!(match_mr_mode(FI_VERSION(1, 17), Some(&h), FI_MSG), Ok((FI_MR_LOCAL, 0)));
-        assert_eq!(match_mr_mode(FI_VERSION(1, 17), Some(&h), FI_MSG | FI_RMA), Err(FiError::NODATA));
+        assert_eq!(match_mr_mode(FI_VERSION(1, 17), Some(&h), FI_MSG, false), Ok((FI_MR_LOCAL, 0)));
+        assert_eq!(match_mr_mode(FI_VERSION(1, 17), Some(&h), FI_MSG | FI_RMA, false), Err(FiError::NODATA));
         h.domain.mr_mode = FI_MR_SCALABLE;
-        assert_eq!(match_mr_mode(FI_VERSION(1, 17), Some(&h), FI_MSG), Err(FiError::NODATA));
+        assert_eq!(match_mr_mode(FI_VERSION(1, 17), Some(&h), FI_MSG, false), Err(FiError::NODATA));
+    }
+
+    #[test]
+    fn mr_mode_rdm_without_local() {
+        let mut h = Info::default();
+        let remote = FI_MR_VIRT_ADDR | FI_MR_PROV_KEY | FI_MR_ALLOCATED;
+        // RDM serves hints without FI_MR_LOCAL, and answers without it.
+        h.domain.mr_mode = remote;
+        assert_eq!(match_mr_mode(FI_VERSION(1, 17), Some(&h), FI_MSG | FI_RMA, true), Ok((remote, 0)));
+        assert_eq!(match_mr_mode(FI_VERSION(2, 0), Some(&h), FI_TAGGED, true), Ok((0, 0)));
+        // RMA keys still need the remote bits.
+        h.domain.mr_mode = FI_MR_VIRT_ADDR;
+        assert_eq!(match_mr_mode(FI_VERSION(1, 17), Some(&h), FI_MSG | FI_RMA, true), Err(FiError::NODATA));
+        // With FI_MR_LOCAL in the hints the answer keeps it (descriptors as before).
+        h.domain.mr_mode = MR_MODE;
+        assert_eq!(match_mr_mode(FI_VERSION(1, 17), Some(&h), FI_MSG | FI_RMA, true), Ok((MR_MODE, 0)));
+        // No hints: unchanged.
+        assert_eq!(match_mr_mode(FI_VERSION(1, 17), None, FI_MSG | FI_RMA, true), Ok((MR_MODE, 0)));
     }
 
     #[test]
     fn mr_mode_old_api_needs_local_mr_mode_bit() {
         let mut h = Info::default();
         h.mode = FI_CONTEXT | FI_LOCAL_MR;
-        assert_eq!(match_mr_mode(FI_VERSION(1, 4), Some(&h), FI_MSG), Ok((FI_MR_BASIC, FI_LOCAL_MR)));
+        assert_eq!(match_mr_mode(FI_VERSION(1, 4), Some(&h), FI_MSG, false), Ok((FI_MR_BASIC, FI_LOCAL_MR)));
         h.mode = FI_CONTEXT;
-        assert_eq!(match_mr_mode(FI_VERSION(1, 4), Some(&h), FI_MSG), Err(FiError::NODATA));
-        assert_eq!(match_mr_mode(FI_VERSION(1, 4), None, FI_MSG), Ok((FI_MR_BASIC, FI_LOCAL_MR)));
+        assert_eq!(match_mr_mode(FI_VERSION(1, 4), Some(&h), FI_MSG, false), Err(FiError::NODATA));
+        assert_eq!(match_mr_mode(FI_VERSION(1, 4), None, FI_MSG, false), Ok((FI_MR_BASIC, FI_LOCAL_MR)));
     }
 
     #[test]

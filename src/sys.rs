@@ -353,3 +353,245 @@ pub fn coarse_ms() -> u64 {
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_COARSE, &mut ts) };
     (ts.tv_sec as u64).wrapping_mul(1000).wrapping_add(ts.tv_nsec as u64 / 1_000_000)
 }
+
+/// userfaultfd(2): the memory monitor of the RDM registration cache
+/// (`crate::rdm::mrcache`), as libfabric's `uffd_mem_monitor.c`. The
+/// constants and structures are those of `<linux/userfaultfd.h>` (stable
+/// kernel ABI; the libc crate does not carry them).
+pub mod uffd {
+    use super::last_errno;
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+
+    const UFFD_USER_MODE_ONLY: libc::c_int = 1;
+    const UFFD_API: u64 = 0xAA;
+    const UFFDIO_API: libc::c_ulong = 0xc018_aa3f;
+    const UFFDIO_REGISTER: libc::c_ulong = 0xc020_aa00;
+    const UFFDIO_UNREGISTER: libc::c_ulong = 0x8010_aa01;
+    const UFFDIO_WAKE: libc::c_ulong = 0x8010_aa02;
+    const UFFDIO_ZEROPAGE: libc::c_ulong = 0xc020_aa04;
+    const UFFDIO_REGISTER_MODE_MISSING: u64 = 1;
+    const FEATURE_EVENT_REMAP: u64 = 1 << 2;
+    const FEATURE_EVENT_REMOVE: u64 = 1 << 3;
+    const FEATURE_EVENT_UNMAP: u64 = 1 << 6;
+    const EVENT_PAGEFAULT: u8 = 0x12;
+    const EVENT_REMAP: u8 = 0x14;
+    const EVENT_REMOVE: u8 = 0x15;
+    const EVENT_UNMAP: u8 = 0x16;
+
+    #[repr(C)]
+    struct UffdioApi {
+        api: u64,
+        features: u64,
+        ioctls: u64,
+    }
+    #[repr(C)]
+    #[derive(Clone, Copy)]
+    struct UffdioRange {
+        start: u64,
+        len: u64,
+    }
+    #[repr(C)]
+    struct UffdioRegister {
+        range: UffdioRange,
+        mode: u64,
+        ioctls: u64,
+    }
+    #[repr(C)]
+    struct UffdioZeropage {
+        range: UffdioRange,
+        mode: u64,
+        zeropage: i64,
+    }
+    /// `struct uffd_msg`: 8 bytes of header, a 24-byte union.
+    #[repr(C)]
+    struct UffdMsg {
+        event: u8,
+        _r1: u8,
+        _r2: u16,
+        _r3: u32,
+        arg: [u64; 3],
+    }
+
+    /// What the kernel reports.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum Event {
+        /// `[start, end)` is gone (munmap, mremap's source, brk shrinking).
+        Unmap { start: u64, end: u64 },
+        /// `[start, end)` lost its pages (madvise DONTNEED/REMOVE/FREE).
+        Remove { start: u64, end: u64 },
+        /// `len` bytes moved from `from` to `to` (mremap).
+        Remap { from: u64, to: u64, len: u64 },
+        /// A thread touched a missing page at `addr` of a registered range.
+        PageFault { addr: u64, flags: u64 },
+        Other(u8),
+    }
+
+    /// A userfaultfd with the unmap/remove/remap events on. It handles the
+    /// faults of kernel mode too where the kernel allows (privileged, or
+    /// `vm.unprivileged_userfaultfd=1`): a kernel access to a missing page
+    /// of a watched range then waits for the monitor's zero page instead of
+    /// failing with EFAULT. Otherwise user mode only (`UFFD_USER_MODE_ONLY`,
+    /// kernels 5.11+), what libfabric always asks.
+    #[derive(Debug)]
+    pub struct Uffd {
+        fd: OwnedFd,
+    }
+
+    impl Uffd {
+        pub fn open() -> Result<Uffd, i32> {
+            let fl = libc::O_CLOEXEC | libc::O_NONBLOCK;
+            // SAFETY: plain syscall with integer flags; returns a new fd or -1.
+            let mut fd = unsafe { libc::syscall(libc::SYS_userfaultfd, fl) } as i32;
+            if fd < 0 && last_errno() == libc::EPERM {
+                // SAFETY: as above.
+                fd = unsafe { libc::syscall(libc::SYS_userfaultfd, fl | UFFD_USER_MODE_ONLY) } as i32;
+                if fd < 0 && last_errno() == libc::EINVAL {
+                    // A kernel before 5.11 (no UFFD_USER_MODE_ONLY): it refused above.
+                    return Err(libc::EPERM);
+                }
+            }
+            if fd < 0 {
+                return Err(last_errno());
+            }
+            // SAFETY: a fresh fd that nothing else owns.
+            let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+            let mut api = UffdioApi { api: UFFD_API, features: FEATURE_EVENT_UNMAP | FEATURE_EVENT_REMOVE | FEATURE_EVENT_REMAP, ioctls: 0 };
+            // SAFETY: UFFDIO_API reads and writes the struct we pass.
+            if unsafe { libc::ioctl(fd.as_raw_fd(), UFFDIO_API, &mut api as *mut UffdioApi) } < 0 {
+                return Err(last_errno());
+            }
+            if api.api != UFFD_API {
+                return Err(libc::ENOSYS);
+            }
+            Ok(Uffd { fd })
+        }
+
+        pub fn raw(&self) -> i32 {
+            self.fd.as_raw_fd()
+        }
+
+        /// Watches `[start, start+len)` (page-aligned, mapped): its unmap,
+        /// remove and remap events come to this fd; so do faults on its
+        /// missing pages (`zero_page` answers them).
+        pub fn register(&self, start: u64, len: u64) -> Result<(), i32> {
+            let mut r = UffdioRegister { range: UffdioRange { start, len }, mode: UFFDIO_REGISTER_MODE_MISSING, ioctls: 0 };
+            // SAFETY: the ioctl reads and writes the struct we pass; it only
+            // changes how the kernel reports events of that range.
+            if unsafe { libc::ioctl(self.raw(), UFFDIO_REGISTER, &mut r as *mut UffdioRegister) } < 0 {
+                return Err(last_errno());
+            }
+            Ok(())
+        }
+
+        pub fn unregister(&self, start: u64, len: u64) -> Result<(), i32> {
+            let mut r = UffdioRange { start, len };
+            // SAFETY: reads the struct we pass; changes event reporting only.
+            if unsafe { libc::ioctl(self.raw(), UFFDIO_UNREGISTER, &mut r as *mut UffdioRange) } < 0 {
+                return Err(last_errno());
+            }
+            Ok(())
+        }
+
+        /// Resolves a fault on a missing page the way the kernel would have
+        /// without us: a zeroed page (anonymous memory reads as zeros).
+        pub fn zero_page(&self, addr: u64, page: u64) -> Result<(), i32> {
+            let start = addr & !(page - 1);
+            loop {
+                let mut z = UffdioZeropage { range: UffdioRange { start, len: page }, mode: 0, zeropage: 0 };
+                // SAFETY: reads and writes the struct we pass; installs a zero
+                // page at a missing address of a range registered with us.
+                if unsafe { libc::ioctl(self.raw(), UFFDIO_ZEROPAGE, &mut z as *mut UffdioZeropage) } == 0 {
+                    return Ok(());
+                }
+                let e = last_errno();
+                if e == libc::EAGAIN {
+                    continue; // the mapping is changing: the kernel asks to retry
+                }
+                if e == libc::EEXIST {
+                    return Ok(()); // another thread's fault installed it
+                }
+                let mut r = UffdioRange { start, len: page };
+                // SAFETY: reads the struct we pass; wakes the faulting thread,
+                // which then faults again or gets SIGBUS: never stuck.
+                unsafe { libc::ioctl(self.raw(), UFFDIO_WAKE, &mut r as *mut UffdioRange) };
+                return Err(e);
+            }
+        }
+
+        /// The next event, if one is queued (the fd is non-blocking).
+        pub fn read(&self) -> Result<Option<Event>, i32> {
+            let mut m = UffdMsg { event: 0, _r1: 0, _r2: 0, _r3: 0, arg: [0; 3] };
+            let n = std::mem::size_of::<UffdMsg>();
+            // SAFETY: reads at most size_of::<UffdMsg>() bytes into our struct.
+            let r = unsafe { libc::read(self.raw(), &mut m as *mut UffdMsg as *mut libc::c_void, n) };
+            if r < 0 {
+                let e = last_errno();
+                return if e == libc::EAGAIN || e == libc::EINTR { Ok(None) } else { Err(e) };
+            }
+            if r as usize != n {
+                return Err(libc::EIO);
+            }
+            Ok(Some(match m.event {
+                EVENT_UNMAP => Event::Unmap { start: m.arg[0], end: m.arg[1] },
+                EVENT_REMOVE => Event::Remove { start: m.arg[0], end: m.arg[1] },
+                EVENT_REMAP => Event::Remap { from: m.arg[0], to: m.arg[1], len: m.arg[2] },
+                EVENT_PAGEFAULT => Event::PageFault { flags: m.arg[0], addr: m.arg[1] },
+                e => Event::Other(e),
+            }))
+        }
+    }
+
+    /// The system page size.
+    pub fn page_size() -> u64 {
+        // SAFETY: sysconf has no preconditions.
+        let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+        if p > 0 {
+            p as u64
+        } else {
+            4096
+        }
+    }
+
+    /// Anonymous memory for tests: `mmap(hint, len)`; `fixed` replaces what is there.
+    pub fn map_anon(hint: u64, len: usize, fixed: bool) -> Result<u64, i32> {
+        let fl = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | if fixed { libc::MAP_FIXED } else { 0 };
+        // SAFETY: anonymous mapping; with MAP_FIXED the caller replaces its own mapping.
+        let p = unsafe { libc::mmap(hint as *mut libc::c_void, len, libc::PROT_READ | libc::PROT_WRITE, fl, -1, 0) };
+        if p == libc::MAP_FAILED {
+            return Err(last_errno());
+        }
+        Ok(p as u64)
+    }
+
+    /// `munmap` of a mapping made by `map_anon`.
+    pub fn unmap(addr: u64, len: usize) -> Result<(), i32> {
+        // SAFETY: the caller owns the mapping (made by `map_anon`) and holds no references into it.
+        if unsafe { libc::munmap(addr as *mut libc::c_void, len) } < 0 {
+            return Err(last_errno());
+        }
+        Ok(())
+    }
+
+    /// Tests: writes `v` at `addr` of a mapping made by `map_anon` (a user-mode fault if missing).
+    #[cfg(test)]
+    pub fn poke(addr: u64, v: u8) {
+        // SAFETY: the caller's own writable anonymous mapping; nothing else references it.
+        unsafe { std::ptr::write_volatile(addr as *mut u8, v) }
+    }
+
+    /// Tests: reads the byte at `addr` of a mapping made by `map_anon`.
+    #[cfg(test)]
+    pub fn peek(addr: u64) -> u8 {
+        // SAFETY: as `poke`.
+        unsafe { std::ptr::read_volatile(addr as *const u8) }
+    }
+
+    /// `madvise(MADV_DONTNEED)` of a mapping made by `map_anon`.
+    pub fn dontneed(addr: u64, len: usize) -> Result<(), i32> {
+        // SAFETY: drops the pages of the caller's own mapping (they read as zeros after).
+        if unsafe { libc::madvise(addr as *mut libc::c_void, len, libc::MADV_DONTNEED) } < 0 {
+            return Err(last_errno());
+        }
+        Ok(())
+    }
+}

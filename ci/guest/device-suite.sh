@@ -185,6 +185,8 @@ CTESTS=(
   cq_many:cq_many
   msg_pep_handle:msg_pep_handle
   msg_srx:msg_srx
+  # issue 23 item 4: RDM without FI_MR_LOCAL (registration cache, uffd monitor)
+  rdm_nomrlocal:rdm_nomrlocal
 )
 CTEST_TIMEOUT="${CTEST_TIMEOUT:-180}"
 
@@ -244,6 +246,34 @@ for entry in "${CTESTS[@]}"; do
   selected "$name" || continue
   run_ctest "$name" "${parts[@]:1}"
 done
+
+# ---- rdm_nomrlocal: without a memory monitor (per-operation registrations),
+# and through the drop-in libfabric.so.1 (no core; FI_LOG_LEVEL=info: the
+# cache's counters must be logged at close). ----------------------------------
+if [ "$SUITE_PROVIDER" = rsverbs ] && selected rdm_nomrlocal_nocache; then
+  (
+    export FI_MR_CACHE_MONITOR=disabled
+    run_ctest rdm_nomrlocal_nocache rdm_nomrlocal
+  )
+fi
+if [ "$SUITE_PROVIDER" = rsverbs ] && selected rdm_nomrlocal_dropin; then
+  log="$LAB_OUT/rdm_nomrlocal_dropin.log"
+  lab_log "ctest rdm_nomrlocal_dropin: $bin/rdm_nomrlocal on ${RSVERBS_DROPIN_DIR:-$PWD/target/dropin}/libfabric.so.1"
+  (
+    unset FI_PROVIDER_PATH FI_RSVERBS_NAME
+    export LD_LIBRARY_PATH="${RSVERBS_DROPIN_DIR:-$PWD/target/dropin}" TEST_NAME=rdm_nomrlocal_dropin FI_LOG_LEVEL=info
+    with_timeout "$CTEST_TIMEOUT" "$bin/rdm_nomrlocal"
+  ) >"$log" 2>&1
+  rc=$?
+  [ "$rc" = 0 ] && ! grep -qx "PASS rdm_nomrlocal_dropin" "$log" && rc=1
+  [ "$rc" = 0 ] || { echo "--- $log (tail)"; grep -Ev "^libfabric:" "$log" | tail -n 25; }
+  record rdm_nomrlocal_dropin "$rc"
+  rc=0
+  grep -Eq "mr cache: [1-9][0-9]* hits, [0-9]+ misses, [0-9]+ evictions, [1-9][0-9]* invalidations" "$log" ||
+    { echo "rdm_nomrlocal_dropin_log: no 'mr cache: N hits ... M invalidations' line with N, M > 0"; rc=1; }
+  grep -E "mr cache: " "$log" | head -n 6
+  record rdm_nomrlocal_dropin_log "$rc"
+fi
 
 # ---- rdm_restart's scenario happened: the server ignored A's disconnect -----
 # (fault injection) and then recognised A' as a restarted peer (HELLO
@@ -368,6 +398,8 @@ REL_LSAN_TESTS=(msg_connect msg_sendrecv msg_rma msg_shutdown cntr_msg rdm_sendr
   rdm_peerkill rdm_restart rdm_inject_fail msg_peerkill rdm_manypeers fault_queues
   # transfers longer than the device's largest message, and a peer killed in one
   rdm_bigrma msg_bigrma rdm_bigrma:kill
+  # buffers without descriptors: the registration cache and its monitor thread
+  rdm_nomrlocal
   # threads posting and polling one endpoint (BINARY:ARG runs BINARY ARG,
   # as test BINARY_ARG; a shorter soak than the suite's own entries)
   soak_threads:msg soak_threads:rdm)

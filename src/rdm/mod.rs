@@ -39,6 +39,7 @@ pub mod credits;
 pub mod ep;
 pub mod hintmap;
 pub mod matching;
+pub mod mrcache;
 pub mod peer;
 pub mod pool;
 pub mod proto;

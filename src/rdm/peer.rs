@@ -14,7 +14,7 @@ use super::srq::Bank;
 use super::proto::{Envelope, Segment};
 use crate::verbs::mem::RegBuf;
 use crate::verbs::cm::CmId;
-use crate::verbs::{Iov, Mr, SendOp};
+use crate::verbs::{Iov, SendOp};
 
 /// A transmit completion owed to the application when an operation finishes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -24,6 +24,8 @@ pub struct TxDone {
     pub flags: u64,
     /// Success is not reported (inject, selective completion); errors are.
     pub silent: bool,
+    /// Registrations held until it completes (`Net::pins`; 0: none).
+    pub pin: u32,
 }
 
 /// The application's buffers of one operation (most have one).
@@ -409,8 +411,9 @@ impl Peer {
 pub struct RndvSend {
     pub done: TxDone,
     /// Registrations made for this send (buffers the application had not
-    /// registered for remote read); released when it completes.
-    pub tmp: Vec<Mr>,
+    /// registered for remote read: cached, or of `owned`); released when it
+    /// completes.
+    pub tmp: Vec<crate::rdm::mrcache::Pin>,
     /// The bytes the peer reads when they are ours, not the application's
     /// (an inject, or a queued copy, longer than the peer's eager limit):
     /// kept until FIN/NACK. Dropped after `tmp` (field order), so never
@@ -440,6 +443,9 @@ pub struct ReadOp {
     pub msg_id: u64,
     pub left: usize,
     pub err: Option<i32>,
+    /// Registrations of the receive buffers (given without descriptors),
+    /// held until the reads are done.
+    pub pins: Vec<crate::rdm::mrcache::Pin>,
 }
 
 // ---- work-request ids of the endpoint's internal CQ ----
@@ -565,7 +571,7 @@ mod tests {
     }
 
     fn td(context: u64) -> TxDone {
-        TxDone { context, flags: 0, silent: true }
+        TxDone { context, flags: 0, silent: true, pin: 0 }
     }
 
     #[test]

@@ -586,6 +586,11 @@ impl Iov {
     pub fn lkey(&self) -> u32 {
         self.0.lkey
     }
+    /// The same memory under another local key (one the caller registered
+    /// for it): the validity contract of `new` carries over.
+    pub fn with_lkey(&self, lkey: u32) -> Iov {
+        Iov(ffi::ibv_sge { addr: self.0.addr, length: self.0.length, lkey })
+    }
 }
 
 /// A send-queue operation.

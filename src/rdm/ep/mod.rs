@@ -66,6 +66,7 @@ use crate::error::{FiError, FiResult};
 use crate::fabric::Hold;
 use crate::info::Info;
 use crate::mr::keys_of;
+use super::mrcache::{MrCache, Pin};
 use crate::sys;
 use crate::verbs::cm::{CmEvent, CmEventKind, CmId, ConnParam, EventChannel};
 use crate::verbs::{self, access, send_flags, wc_opcode, wc_status, CompChannel, Iov, Pd, QpCaps, SendOp, Wc};
@@ -139,6 +140,7 @@ struct Drained<'a> {
     /// than it, leaves as an RTS: its buffer is registered here and the send
     /// waits in `rndv_sends` for FIN/NACK.
     pd: &'a Arc<Pd>,
+    mrc: &'a Arc<MrCache>,
     rndv_sends: &'a mut HashMap<(SocketAddr, u64), RndvSend>,
 }
 
@@ -197,6 +199,10 @@ struct Net {
     /// name their QP only.
     qpn: HintMap<u32, u32>,
     peers: HintMap<SocketAddr, Peer>,
+    /// Registrations made for operations on buffers without descriptors
+    /// (RMA, atomics), by `TxDone::pin`: released when they complete.
+    pins: HashMap<u32, Vec<Pin>>,
+    next_pin: u32,
     rndv_sends: HashMap<(SocketAddr, u64), RndvSend>,
     /// Rendezvous requests the matcher holds, by our local id: (peer, its msg_id).
     rndv_in: HashMap<u64, (SocketAddr, u64)>,
@@ -248,6 +254,10 @@ struct Net {
     comp: Arc<CompChannel>,
     cq_need: usize,
     pd: Arc<Pd>,
+    /// The domain's registration cache (`mrcache`), and whether the domain
+    /// demands descriptors (`FI_MR_LOCAL`: buffers without one are refused).
+    mrc: Arc<MrCache>,
+    mr_local: bool,
     geo: Geo,
     /// The shared receive pool (None: the device has no SRQ, or
     /// `FI_RSVERBS_SRQ_SIZE=0`; each connection has its own buffers).
@@ -356,8 +366,11 @@ pub struct AtomicReq {
     pub dest: u64,
     pub raddr: u64,
     pub rkey: u64,
-    /// Where the old value lands (8 bytes, registered); None: not wanted (`fi_atomic`).
+    /// Where the old value lands (8 bytes); None: not wanted (`fi_atomic`).
     pub result: Option<Iov>,
+    /// `result` came with a descriptor (else, without `FI_MR_LOCAL`, it is
+    /// registered through the cache).
+    pub result_keyed: bool,
     /// `fi_inject_atomic`: no completion.
     pub no_completion: bool,
     pub op: AtomicOp,
@@ -666,6 +679,8 @@ impl RdmEp {
             graves: Vec::new(),
             qpn: HintMap::default(),
             peers: HintMap::default(),
+            pins: HashMap::default(),
+            next_pin: 0,
             rndv_sends: HashMap::default(),
             rndv_in: HashMap::default(),
             reads: HashMap::default(),
@@ -689,6 +704,8 @@ impl RdmEp {
             comp,
             cq_need: base_cqes,
             pd: d.pd.clone(),
+            mrc: d.mr_cache().clone(),
+            mr_local: d.mr_local,
             geo,
             rx: pool,
             send,

@@ -42,6 +42,7 @@ pub(super) fn post_pool(pool: &mut RecvPool, idx: u32) -> bool {
 impl Inner {
     pub(super) fn tx_done(&mut self, done: TxDone, err: Option<i32>) {
         self.tx_count = self.tx_count.saturating_sub(1);
+        self.unpin(done.pin);
         self.tx_report(done, err);
     }
 

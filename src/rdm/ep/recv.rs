@@ -240,8 +240,37 @@ impl Inner {
         net.next_read += 1;
         let keyed = self.recvs.get(d.handle).is_some_and(|rec| rec.keyed);
         let peer_alive = net.peers.contains_key(&addr);
-        if !peer_alive || !keyed {
-            if !keyed {
+        let mut iov = self.recvs.get(d.handle).map(|rec| rec.iov.clone()).unwrap_or_default();
+        // Buffers without descriptors (a domain without FI_MR_LOCAL): the
+        // bytes the reads fill are registered through the cache.
+        let mut pins = Vec::new();
+        let mut reg_failed = false;
+        if peer_alive && !keyed && !net.mr_local {
+            let (want_lo, want_hi) = (d.offset, d.offset + d.len);
+            let mut base = 0usize;
+            for v in iov.iter_mut() {
+                let vl = v.len() as usize;
+                let (lo, hi) = (want_lo.max(base), want_hi.min(base + vl));
+                if lo < hi {
+                    match net.mrc.acquire(v.addr() + (lo - base) as u64, hi - lo, access::LOCAL_WRITE) {
+                        Ok(p) => {
+                            *v = v.with_lkey(p.lkey);
+                            pins.push(p);
+                        }
+                        Err(e) => {
+                            tracing::warn!("rdm: cannot register {} bytes at {:#x} for a rendezvous receive: {}", hi - lo, v.addr(), ioerr(e));
+                            reg_failed = true;
+                            break;
+                        }
+                    }
+                }
+                base += vl;
+            }
+        }
+        if !peer_alive || (!keyed && net.mr_local) || reg_failed {
+            if reg_failed {
+                pins.clear();
+            } else if !keyed && net.mr_local {
                 tracing::warn!("rdm: rendezvous receive without a memory descriptor (FI_MR_LOCAL): cannot read into it");
             } else {
                 tracing::info!("rdm: rendezvous from {addr}, which is gone");
@@ -259,7 +288,6 @@ impl Inner {
             return;
         }
         // Split the reads by remote chunk and by local buffer.
-        let iov = self.recvs.get(d.handle).map(|rec| rec.iov.clone()).unwrap_or_default();
         let mut pieces = Vec::new();
         for ch in proto::read_plan(&r.segs, d.len, net.geo.max_chunk) {
             let mut lo = d.offset + ch.local_offset;
@@ -286,11 +314,11 @@ impl Inner {
         }
         if pieces.is_empty() {
             // Nothing to read (zero bytes wanted): done at once.
-            net.reads.insert(read_id, ReadOp { d, peer: addr, msg_id, left: 0, err: None });
+            net.reads.insert(read_id, ReadOp { d, peer: addr, msg_id, left: 0, err: None, pins });
             self.finish_read(read_id);
             return;
         }
-        net.reads.insert(read_id, ReadOp { d, peer: addr, msg_id, left: pieces.len(), err: None });
+        net.reads.insert(read_id, ReadOp { d, peer: addr, msg_id, left: pieces.len(), err: None, pins });
         if let Some(p) = net.peers.get_mut(&addr) {
             p.push_pieces(pieces);
         }

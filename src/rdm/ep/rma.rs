@@ -30,7 +30,8 @@ impl RdmEp {
         if inject && (r.read || len > self.ctx.inject_size.min(geo.stride)) {
             return crate::fail!(FiError::MSGSIZE, "inject write of {len} bytes exceeds inject_size {}", self.ctx.inject_size);
         }
-        if !inject && !r.descs_ok && len > 0 {
+        let mr_local = g.net.as_ref().expect("ready").mr_local;
+        if !inject && !r.descs_ok && len > 0 && mr_local {
             return crate::fail!(FiError::INVAL, "RMA: missing memory descriptor for the local buffer (FI_MR_LOCAL)");
         }
         if g.tx_count >= self.ctx.tx_size {
@@ -40,11 +41,25 @@ impl RdmEp {
             }
         }
         let addr = g.lookup(r.dest)?;
+        // Local buffers without descriptors (no FI_MR_LOCAL): registered
+        // through the cache until the operation completes (a read's land
+        // there: local write; a write's are only read by the device).
+        let keyed;
+        let (r, pin) = if !inject && !r.descs_ok && len > 0 {
+            let (iov, pin) = g.pin_iovs(r.iov, if r.read { access::LOCAL_WRITE } else { 0 })?;
+            keyed = iov;
+            (RmaReq { iov: &keyed, ..r }, pin)
+        } else {
+            (r, 0)
+        };
         let silent = r.no_completion || (tx_sel && r.flags & FI_COMPLETION == 0);
-        let done = TxDone { context: r.context, flags: FI_RMA | if r.read { FI_READ } else { FI_WRITE }, silent };
+        let done = TxDone { context: r.context, flags: FI_RMA | if r.read { FI_READ } else { FI_WRITE }, silent, pin };
         if !inject && len > geo.max_rma {
             // Longer than the device's largest message: in pieces.
-            g.rma_split(&addr, &r, rkey, len, done)?;
+            if let Err(e) = g.rma_split(&addr, &r, rkey, len, done) {
+                g.unpin(pin);
+                return Err(e);
+            }
             let ready = g.net.as_ref().and_then(|n| n.peers.get(&addr)).is_some_and(|p| p.ready);
             g.tx_count += 1;
             g.post_or_progress(&self.ctx, &addr, ready);
@@ -64,7 +79,13 @@ impl RdmEp {
             None
         };
         let net = g.net.as_mut().expect("ready");
-        let peer = net.peer_or_connect(addr)?;
+        let peer = match net.peer_or_connect(addr) {
+            Ok(p) => p,
+            Err(e) => {
+                g.unpin(pin);
+                return Err(e);
+            }
+        };
         match (r.read, r.data, owned) {
             (true, _, _) => peer.rma.push_back(RmaOp::Read { local: r.iov.to_vec(), raddr: r.raddr, rkey, done }),
             (false, Some(d), owned) => {
@@ -108,10 +129,22 @@ impl RdmEp {
             }
         }
         let addr = g.lookup(r.dest)?;
+        // A result buffer without a descriptor (no FI_MR_LOCAL): registered
+        // through the cache until the atomic completes.
+        let mut pin = 0;
+        let mut result = r.result;
+        if let Some(local) = r.result.filter(|_| !r.result_keyed) {
+            if g.net.as_ref().expect("ready").mr_local {
+                return crate::fail!(FiError::INVAL, "atomic: the result buffer needs a memory descriptor (FI_MR_LOCAL)");
+            }
+            let (iov, id) = g.pin_iovs(&[local], access::LOCAL_WRITE)?;
+            result = Some(iov[0]);
+            pin = id;
+        }
         let silent = r.no_completion || (tx_sel && r.flags & FI_COMPLETION == 0);
-        let fetch = if r.result.is_some() { FI_READ } else { FI_WRITE };
-        let done = TxDone { context: r.context, flags: FI_ATOMIC | fetch, silent };
-        let op = match (r.op, r.result) {
+        let fetch = if result.is_some() { FI_READ } else { FI_WRITE };
+        let done = TxDone { context: r.context, flags: FI_ATOMIC | fetch, silent, pin };
+        let op = match (r.op, result) {
             (AtomicOp::FetchAdd(add), Some(local)) => RmaOp::FetchAdd { local, raddr: r.raddr, rkey, add, done },
             (AtomicOp::FetchAdd(add), None) => RmaOp::AtomicAdd { raddr: r.raddr, rkey, add, done },
             (AtomicOp::CompSwap { compare, swap }, Some(local)) => RmaOp::CompSwap { local, raddr: r.raddr, rkey, compare, swap, done },
@@ -128,7 +161,13 @@ impl RdmEp {
             }
         }
         let net = g.net.as_mut().expect("ready");
-        let peer = net.peer_or_connect(addr)?;
+        let peer = match net.peer_or_connect(addr) {
+            Ok(p) => p,
+            Err(e) => {
+                g.unpin(pin);
+                return Err(e);
+            }
+        };
         peer.rma.push_back(op);
         let ready = peer.ready;
         g.tx_count += 1;
@@ -138,6 +177,48 @@ impl RdmEp {
 }
 
 impl Inner {
+    /// Registers the buffers `iov` through the domain's cache (each
+    /// non-empty one with verbs `acc`): the same buffers under the keys
+    /// made, and the id (`TxDone::pin`) under which the registrations wait
+    /// in `Net::pins` for the operation to complete.
+    pub(super) fn pin_iovs(&mut self, iov: &[Iov], acc: i32) -> FiResult<(IovVec, u32)> {
+        let net = self.net.as_mut().expect("ready");
+        let mut out = IovVec::with_capacity(iov.len());
+        let mut pins = Vec::with_capacity(iov.len());
+        for v in iov {
+            if v.is_empty() {
+                out.push(*v);
+                continue;
+            }
+            match net.mrc.acquire(v.addr(), v.len() as usize, acc) {
+                Ok(p) => {
+                    out.push(v.with_lkey(p.lkey));
+                    pins.push(p);
+                }
+                Err(e) => {
+                    return crate::fail!(FiError::from_errno(e), "cannot register {} bytes at {:#x}: {}", v.len(), v.addr(), ioerr(e))
+                }
+            }
+        }
+        net.next_pin = net.next_pin.wrapping_add(1).max(1);
+        while net.pins.contains_key(&net.next_pin) {
+            net.next_pin = net.next_pin.wrapping_add(1).max(1);
+        }
+        let id = net.next_pin;
+        net.pins.insert(id, pins);
+        Ok((out, id))
+    }
+
+    /// Releases the registrations of a finished operation (`TxDone::pin`).
+    pub(super) fn unpin(&mut self, id: u32) {
+        if id == 0 {
+            return;
+        }
+        if let Some(net) = self.net.as_mut() {
+            drop(net.pins.remove(&id));
+        }
+    }
+
     /// Queues an RMA operation longer than the device's largest message
     /// (`Geo::max_rma`) as pieces of `Geo::max_chunk` bytes (split again at
     /// the local iovs' bounds), posted as rendezvous reads are: at most

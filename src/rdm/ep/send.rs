@@ -5,8 +5,9 @@ use super::*;
 /// Registers a rendezvous send's buffers for the peer's RDMA READ: one
 /// segment per non-empty iov. `key(i, iov)`: the application's rkey for iov
 /// `i` when its descriptor covers it for remote read; otherwise the piece is
-/// registered here (the `Mr`s are kept until FIN/NACK).
-pub(super) fn rndv_segments(pd: &Arc<Pd>, iov: &[Iov], key: impl Fn(usize, &Iov) -> Option<u32>) -> FiResult<(Vec<Segment>, Vec<verbs::Mr>)> {
+/// registered through the domain's registration cache (the `Pin`s are kept
+/// until FIN/NACK).
+pub(super) fn rndv_segments(mrc: &MrCache, iov: &[Iov], key: impl Fn(usize, &Iov) -> Option<u32>) -> FiResult<(Vec<Segment>, Vec<Pin>)> {
     let mut segs = Vec::with_capacity(iov.len());
     let mut tmp = Vec::new();
     for (i, v) in iov.iter().enumerate() {
@@ -15,10 +16,10 @@ pub(super) fn rndv_segments(pd: &Arc<Pd>, iov: &[Iov], key: impl Fn(usize, &Iov)
         }
         let rkey = match key(i, v) {
             Some(k) => k,
-            None => match pd.reg_mr(v.addr(), v.len() as usize, access::LOCAL_WRITE | access::REMOTE_READ) {
-                Ok(mr) => {
-                    let k = mr.rkey;
-                    tmp.push(mr);
+            None => match mrc.acquire(v.addr(), v.len() as usize, access::LOCAL_WRITE | access::REMOTE_READ) {
+                Ok(pin) => {
+                    let k = pin.rkey;
+                    tmp.push(pin);
                     k
                 }
                 Err(e) => {
@@ -40,12 +41,12 @@ pub(super) fn rndv_segments(pd: &Arc<Pd>, iov: &[Iov], key: impl Fn(usize, &Iov)
 /// Registers bytes of our own (a copy of the application's) for a
 /// rendezvous: one segment. The vector's heap buffer does not move when the
 /// vector does; the caller keeps it (`RndvSend::owned`) until FIN/NACK.
-pub(super) fn rndv_owned(pd: &Arc<Pd>, bytes: Vec<u8>) -> FiResult<(Vec<Segment>, Vec<verbs::Mr>, Vec<u8>)> {
+pub(super) fn rndv_owned(pd: &Arc<Pd>, bytes: Vec<u8>) -> FiResult<(Vec<Segment>, Vec<Pin>, Vec<u8>)> {
     let addr = bytes.as_ptr() as u64;
     match pd.reg_mr(addr, bytes.len(), access::LOCAL_WRITE | access::REMOTE_READ) {
         Ok(mr) => {
             let seg = Segment { addr, len: bytes.len() as u64, rkey: mr.rkey };
-            Ok((vec![seg], vec![mr], bytes))
+            Ok((vec![seg], vec![Pin::own(Box::new(mr))], bytes))
         }
         Err(e) => crate::fail!(FiError::from_errno(e), "send: cannot register a {}-byte copy for the rendezvous: {}", bytes.len(), ioerr(e)),
     }
@@ -121,7 +122,7 @@ impl RdmEp {
         }
         let addr = g.lookup(r.dest)?;
         let silent = r.no_completion || (tx_sel && r.flags & FI_COMPLETION == 0);
-        let done = TxDone { context: r.context, flags: FI_SEND | kind.cq_flag(), silent };
+        let done = TxDone { context: r.context, flags: FI_SEND | kind.cq_flag(), silent, pin: 0 };
         let env = Envelope { tag: r.tag, data };
         let own_eager = self.ctx.cfg.is_eager(len);
         if own_eager {
@@ -159,7 +160,7 @@ impl RdmEp {
                 rndv_owned(&net.pd, crate::verbs::mem::gather(r.iov, len).into_vec())?
             } else {
                 let dom = self.domain.get();
-                let (segs, tmp) = rndv_segments(&net.pd, r.iov, |i, v| {
+                let (segs, tmp) = rndv_segments(&net.mrc, r.iov, |i, v| {
                     let desc = r.descs.get(i).copied().unwrap_or(0);
                     keys_of(dom, desc).filter(|k| k.remote_read && k.covers(v.addr(), v.len() as usize)).map(|k| k.rkey)
                 })?;
@@ -353,8 +354,8 @@ impl Inner {
     pub(super) fn drain_one(&mut self, addr: &SocketAddr) {
         let quiet = self.cntrs.send.is_none();
         let Some(net) = &mut self.net else { return };
-        let Net { peers, conns, geo, send, rx, pd, rndv_sends, .. } = net;
-        let mut out = Drained { done: Vec::new(), pd, rndv_sends };
+        let Net { peers, conns, geo, send, rx, pd, mrc, rndv_sends, .. } = net;
+        let mut out = Drained { done: Vec::new(), pd, mrc, rndv_sends };
         let Some(peer) = peers.get_mut(addr).filter(|p| p.ready) else { return };
         let r = if peer.pending {
             // Listed already: the next drain visits it again.
@@ -377,7 +378,7 @@ impl Inner {
         let quiet = self.cntrs.send.is_none();
         let Some(net) = &mut self.net else { return };
         let mut failed = Vec::new();
-        let Net { peers, conns, geo, send, rx, pd, rndv_sends, pending, pending_walk, .. } = net;
+        let Net { peers, conns, geo, send, rx, pd, mrc, rndv_sends, pending, pending_walk, .. } = net;
         // Peers the shared pool's bank gave credits to meanwhile.
         let mut served = Vec::new();
         if let Some(p) = rx.as_mut() {
@@ -386,7 +387,7 @@ impl Inner {
         for a in &served {
             mark_in(peers, pending, a);
         }
-        let mut out = Drained { done: Vec::new(), pd, rndv_sends };
+        let mut out = Drained { done: Vec::new(), pd, mrc, rndv_sends };
         if full {
             pending.clear();
             // With the shared pool, one walk over the bank tells whether any
@@ -594,7 +595,7 @@ impl Inner {
                         // with the same credit.
                         let len = payload.len();
                         let r = match payload {
-                            Payload::User(iovs) => rndv_segments(out.pd, &iovs, |_, _| None).map(|(s, t)| (s, t, Vec::new())),
+                            Payload::User(iovs) => rndv_segments(out.mrc, &iovs, |_, _| None).map(|(s, t)| (s, t, Vec::new())),
                             Payload::Owned(v) => rndv_owned(out.pd, v.into_vec()),
                         };
                         match r {

@@ -1,0 +1,715 @@
+//! The registration cache of RDM endpoints whose domain was opened without
+//! `FI_MR_LOCAL`: the application hands buffers without descriptors, and
+//! rsverbs registers them itself where the device needs a key (rendezvous
+//! sends and receives, RMA local buffers, atomic results). Registering is
+//! expensive (pins pages, a kernel call, on rxe a page-table walk), so
+//! registrations are kept and reused, as libfabric's `ofi_mr_cache` does.
+//!
+//! * Entries are page-aligned ranges `[start, end)` with the verbs access
+//!   flags they were registered with; a request is a hit when one entry
+//!   covers its range with at least its access.
+//! * Bounded in entries and bytes (`FI_MR_CACHE_MAX_COUNT`,
+//!   `FI_MR_CACHE_MAX_SIZE`); beyond them the least recently used entry not
+//!   in use goes. An entry is in use while an operation holds a [`Pin`] of it.
+//! * Correctness when the application unmaps memory: a userfaultfd memory
+//!   monitor (a thread per cache, `crate::sys::uffd`) sees munmap, mremap,
+//!   brk shrinking and madvise(DONTNEED/FREE/REMOVE) of the ranges
+//!   registered with it, and invalidates every overlapping entry before the
+//!   application's call returns (the kernel blocks that call until the event
+//!   is read; the event is read and handled under `Shared::events`, which
+//!   every lookup takes first). An entry in use is only marked stale (no
+//!   longer found) and deregistered when its last operation ends. Memory
+//!   that stays mapped keeps its physical pages (a registration pins them),
+//!   so `free` + `malloc` of a small block in the heap that reuses the same
+//!   addresses still finds the right pages; a large block is its own
+//!   mapping, whose `free` is a munmap the monitor sees.
+//! * Without userfaultfd (EPERM, ENOSYS, `FI_MR_CACHE_MONITOR=disabled`,
+//!   `FI_MR_CACHE_MAX_COUNT=0`) nothing is cached: each operation registers
+//!   and deregisters when it ends (correct, slower; logged once).
+//!
+//! Nothing is freed or deregistered while the state lock is held: a `free`
+//! that unmaps a watched range blocks until the monitor reads the event,
+//! and the monitor then wants the lock.
+
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use crate::sys::uffd::{self, Event, Uffd};
+use crate::sys::{Epoll, EventFd};
+
+/// A registration the cache holds: its keys (dropping it deregisters).
+pub trait Reg: Send + Sync + std::fmt::Debug {
+    fn lkey(&self) -> u32;
+    fn rkey(&self) -> u32;
+}
+
+impl Reg for crate::verbs::Mr {
+    fn lkey(&self) -> u32 {
+        self.lkey
+    }
+    fn rkey(&self) -> u32 {
+        self.rkey
+    }
+}
+
+/// Registers `(addr, len, verbs access)`: the device's `ibv_reg_mr`, or a fake in tests.
+pub type RegFn = Box<dyn Fn(u64, usize, i32) -> Result<Box<dyn Reg>, i32> + Send + Sync>;
+
+/// The cache's bounds and whether it caches at all.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    pub max_count: usize,
+    pub max_size: usize,
+    /// `FI_MR_CACHE_MONITOR` is not `disabled`: try userfaultfd.
+    pub monitor: bool,
+}
+
+impl Limits {
+    /// From `FI_MR_CACHE_MAX_COUNT`, `FI_MR_CACHE_MAX_SIZE`, `FI_MR_CACHE_MONITOR`.
+    pub fn from_config() -> Limits {
+        let c = crate::config::get();
+        Limits { max_count: c.mr_cache_max_count, max_size: c.mr_cache_max_size, monitor: c.mr_cache_monitor }
+    }
+}
+
+/// What the cache did (logged at close; `fi_control` of the domain reads it).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Requests served by a cached registration.
+    pub hits: u64,
+    /// Requests that registered (cached afterwards or not).
+    pub misses: u64,
+    /// Entries dropped to stay within the bounds.
+    pub evictions: u64,
+    /// Entries dropped because their memory was unmapped or remapped.
+    pub invalidations: u64,
+    /// Registrations made for one operation only (no monitor, too large,
+    /// every entry in use, or the memory changed while registering).
+    pub uncached: u64,
+    /// Entries and bytes cached now.
+    pub entries: u64,
+    pub bytes: u64,
+}
+
+#[derive(Debug)]
+struct Entry {
+    start: u64,
+    end: u64,
+    access: i32,
+    reg: Box<dyn Reg>,
+    uses: u32,
+    /// Its memory changed while in use: not found any more, deregistered
+    /// when the last use ends.
+    stale: bool,
+    last: u64,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    entries: HashMap<u64, Entry>,
+    next_id: u64,
+    tick: u64,
+    bytes: usize,
+    /// Bumped by every invalidation: a registration made meanwhile is not cached.
+    gen: u64,
+    /// Registrations to drop outside the lock (see the module comment).
+    graves: Vec<Box<dyn Reg>>,
+}
+
+#[derive(Default)]
+struct Counters {
+    hits: AtomicU64,
+    misses: AtomicU64,
+    evictions: AtomicU64,
+    invalidations: AtomicU64,
+    uncached: AtomicU64,
+}
+
+struct Shared {
+    state: Mutex<State>,
+    /// Held by the monitor while it reads and handles events; every lookup
+    /// takes it (and lets go) first, so it sees the invalidations of every
+    /// unmap that returned before it.
+    events: Mutex<()>,
+    reg: RegFn,
+    limits: Limits,
+    /// The monitor's fd, opened (and its thread started) at the first
+    /// lookup; None: no caching.
+    watch: once_cell::sync::OnceCell<Option<Arc<Uffd>>>,
+    page: u64,
+    n: Counters,
+}
+
+impl Shared {
+    fn invalidate(&self, start: u64, end: u64) {
+        let mut graves = Vec::new();
+        {
+            let mut st = self.state.lock();
+            st.gen += 1;
+            let hit: Vec<u64> = st.entries.iter().filter(|(_, e)| !e.stale && e.start < end && start < e.end).map(|(&id, _)| id).collect();
+            for id in hit {
+                self.n.invalidations.fetch_add(1, Ordering::Relaxed);
+                let Some(e) = st.entries.get_mut(&id) else { continue };
+                if e.uses > 0 {
+                    e.stale = true;
+                    continue;
+                }
+                if let Some(e) = st.entries.remove(&id) {
+                    st.bytes -= (e.end - e.start) as usize;
+                    graves.push(e.reg);
+                }
+            }
+            if graves.is_empty() {
+                return;
+            }
+            // The monitor thread does not deregister (see the module
+            // comment): the next lookup or release does.
+            st.graves.append(&mut graves);
+        }
+    }
+
+    fn release(&self, id: u64) {
+        let mut drop_later = Vec::new();
+        {
+            let mut st = self.state.lock();
+            std::mem::swap(&mut drop_later, &mut st.graves);
+            let Some(e) = st.entries.get_mut(&id) else { return };
+            e.uses = e.uses.saturating_sub(1);
+            if e.uses == 0 && e.stale {
+                if let Some(e) = st.entries.remove(&id) {
+                    st.bytes -= (e.end - e.start) as usize;
+                    drop_later.push(e.reg);
+                }
+            }
+        }
+        drop(drop_later);
+    }
+}
+
+/// An operation's hold on a registration: its keys, valid until dropped.
+/// Dropping it releases a cached entry (or deregisters an uncached one).
+pub struct Pin {
+    pub lkey: u32,
+    pub rkey: u32,
+    hold: Hold,
+}
+
+enum Hold {
+    Cached(Arc<Shared>, u64),
+    Own(#[allow(dead_code)] Box<dyn Reg>),
+}
+
+impl std::fmt::Debug for Pin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pin").field("lkey", &self.lkey).field("rkey", &self.rkey).finish()
+    }
+}
+
+impl Pin {
+    /// A registration for one operation only (e.g. of provider-owned bytes).
+    pub fn own(reg: Box<dyn Reg>) -> Pin {
+        Pin { lkey: reg.lkey(), rkey: reg.rkey(), hold: Hold::Own(reg) }
+    }
+}
+
+impl Drop for Pin {
+    fn drop(&mut self) {
+        if let Hold::Cached(sh, id) = &self.hold {
+            sh.release(*id);
+        }
+    }
+}
+
+/// The cache of one domain.
+pub struct MrCache {
+    sh: Arc<Shared>,
+    /// The monitor thread and how to stop it (once started).
+    mon: Mutex<Option<(Arc<(AtomicBool, EventFd)>, JoinHandle<()>)>>,
+}
+
+impl std::fmt::Debug for MrCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MrCache").field("stats", &self.stats()).finish()
+    }
+}
+
+static NO_MONITOR_LOGGED: AtomicBool = AtomicBool::new(false);
+
+fn no_cache_once(why: &str) {
+    if !NO_MONITOR_LOGGED.swap(true, Ordering::Relaxed) {
+        tracing::info!("mr cache: {why}: registering per operation (no registration cache)");
+    }
+}
+
+impl MrCache {
+    /// A cache registering through `reg`, watched by a userfaultfd monitor
+    /// thread (started at the first lookup) when the kernel grants one.
+    pub fn new(reg: RegFn, limits: Limits) -> MrCache {
+        let sh = Arc::new(Shared {
+            state: Mutex::new(State::default()),
+            events: Mutex::new(()),
+            reg,
+            limits,
+            watch: once_cell::sync::OnceCell::new(),
+            page: uffd::page_size(),
+            n: Counters::default(),
+        });
+        MrCache { sh, mon: Mutex::new(None) }
+    }
+
+    /// The monitor's fd, opening it and starting its thread the first time.
+    fn watch(&self) -> Option<&Arc<Uffd>> {
+        self.sh.watch.get_or_init(|| self.start_monitor()).as_ref()
+    }
+
+    fn start_monitor(&self) -> Option<Arc<Uffd>> {
+        let limits = self.sh.limits;
+        if !limits.monitor {
+            no_cache_once("FI_MR_CACHE_MONITOR=disabled");
+            return None;
+        }
+        if limits.max_count == 0 || limits.max_size == 0 {
+            no_cache_once("FI_MR_CACHE_MAX_COUNT or FI_MR_CACHE_MAX_SIZE is 0");
+            return None;
+        }
+        let w = match Uffd::open() {
+            Ok(u) => Arc::new(u),
+            Err(e) => {
+                no_cache_once(&format!("userfaultfd unavailable ({})", std::io::Error::from_raw_os_error(e)));
+                return None;
+            }
+        };
+        let started = (|| -> Result<_, i32> {
+            let epoll = Epoll::new()?;
+            let ev = EventFd::new()?;
+            epoll.add(ev.raw(), 0)?;
+            epoll.add(w.raw(), 1)?;
+            let stop = Arc::new((AtomicBool::new(false), ev));
+            let (st, sh, w2) = (stop.clone(), self.sh.clone(), w.clone());
+            let t = std::thread::Builder::new()
+                .name("rsverbs-mr-monitor".into())
+                .spawn(move || monitor(sh, w2, epoll, st))
+                .map_err(|_| libc::EAGAIN)?;
+            Ok((stop, t))
+        })();
+        match started {
+            Ok(m) => {
+                *self.mon.lock() = Some(m);
+                tracing::info!("mr cache: userfaultfd memory monitor started");
+                Some(w)
+            }
+            Err(e) => {
+                no_cache_once(&format!("cannot start the memory monitor ({})", std::io::Error::from_raw_os_error(e)));
+                None
+            }
+        }
+    }
+
+    /// Whether registrations are kept (a monitor watches them; starts it).
+    pub fn caching(&self) -> bool {
+        self.watch().is_some()
+    }
+
+    /// The registration of `[addr, addr+len)` with at least verbs `access`:
+    /// cached, or made now.
+    pub fn acquire(&self, addr: u64, len: usize, access: i32) -> Result<Pin, i32> {
+        let sh = &self.sh;
+        let len = len.max(1);
+        let start = addr & !(sh.page - 1);
+        let end = addr.checked_add(len as u64).ok_or(libc::EINVAL)?.div_ceil(sh.page) * sh.page;
+        let size = (end - start) as usize;
+        let Some(w) = self.watch() else {
+            sh.n.misses.fetch_add(1, Ordering::Relaxed);
+            sh.n.uncached.fetch_add(1, Ordering::Relaxed);
+            return Ok(Pin::own((sh.reg)(start, size, access)?));
+        };
+        // Every unmap that returned before this call is handled.
+        drop(sh.events.lock());
+        let gen = {
+            let mut graves = Vec::new();
+            let mut st = sh.state.lock();
+            std::mem::swap(&mut graves, &mut st.graves);
+            st.tick += 1;
+            let tick = st.tick;
+            let found = st.entries.iter_mut().find(|(_, e)| !e.stale && e.start <= start && end <= e.end && e.access & access == access);
+            if let Some((&id, e)) = found {
+                e.uses += 1;
+                e.last = tick;
+                let pin = Pin { lkey: e.reg.lkey(), rkey: e.reg.rkey(), hold: Hold::Cached(sh.clone(), id) };
+                drop(st);
+                drop(graves);
+                sh.n.hits.fetch_add(1, Ordering::Relaxed);
+                return Ok(pin);
+            }
+            let g = st.gen;
+            drop(st);
+            drop(graves);
+            g
+        };
+        sh.n.misses.fetch_add(1, Ordering::Relaxed);
+        let reg = (sh.reg)(start, size, access)?;
+        if size > sh.limits.max_size {
+            sh.n.uncached.fetch_add(1, Ordering::Relaxed);
+            return Ok(Pin::own(reg));
+        }
+        // Watched from now on (pages pinned by the registration above: no
+        // missing page in the range). Refused (not anonymous or shared
+        // memory, another monitor's range): for this operation only.
+        if let Err(e) = w.register(start, size as u64) {
+            tracing::debug!("mr cache: cannot watch {size} bytes at {start:#x} ({}): not cached", std::io::Error::from_raw_os_error(e));
+            sh.n.uncached.fetch_add(1, Ordering::Relaxed);
+            return Ok(Pin::own(reg));
+        }
+        let mut evicted = Vec::new();
+        let mut st = sh.state.lock();
+        if st.gen != gen {
+            // The memory map changed while registering: this registration
+            // may predate it.
+            drop(st);
+            sh.n.uncached.fetch_add(1, Ordering::Relaxed);
+            return Ok(Pin::own(reg));
+        }
+        while st.entries.len() + 1 > sh.limits.max_count || st.bytes + size > sh.limits.max_size {
+            let victim = st.entries.iter().filter(|(_, e)| e.uses == 0).min_by_key(|(_, e)| e.last).map(|(&id, _)| id);
+            let Some(id) = victim else { break };
+            if let Some(e) = st.entries.remove(&id) {
+                st.bytes -= (e.end - e.start) as usize;
+                evicted.push(e.reg);
+                sh.n.evictions.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        if st.entries.len() + 1 > sh.limits.max_count || st.bytes + size > sh.limits.max_size {
+            // Everything left is in use.
+            drop(st);
+            drop(evicted);
+            sh.n.uncached.fetch_add(1, Ordering::Relaxed);
+            return Ok(Pin::own(reg));
+        }
+        st.next_id += 1;
+        let id = st.next_id;
+        st.tick += 1;
+        let last = st.tick;
+        let pin = Pin { lkey: reg.lkey(), rkey: reg.rkey(), hold: Hold::Cached(sh.clone(), id) };
+        st.entries.insert(id, Entry { start, end, access, reg, uses: 1, stale: false, last });
+        st.bytes += size;
+        drop(st);
+        drop(evicted);
+        Ok(pin)
+    }
+
+    /// Drops every entry overlapping `[start, end)` (what the monitor does on
+    /// an unmap; tests call it directly).
+    pub fn invalidate(&self, start: u64, end: u64) {
+        self.sh.invalidate(start, end);
+        let graves = std::mem::take(&mut self.sh.state.lock().graves);
+        drop(graves);
+    }
+
+    pub fn stats(&self) -> Stats {
+        let n = &self.sh.n;
+        let st = self.sh.state.lock();
+        Stats {
+            hits: n.hits.load(Ordering::Relaxed),
+            misses: n.misses.load(Ordering::Relaxed),
+            evictions: n.evictions.load(Ordering::Relaxed),
+            invalidations: n.invalidations.load(Ordering::Relaxed),
+            uncached: n.uncached.load(Ordering::Relaxed),
+            entries: st.entries.len() as u64,
+            bytes: st.bytes as u64,
+        }
+    }
+}
+
+impl Drop for MrCache {
+    fn drop(&mut self) {
+        if let Some((stop, t)) = self.mon.lock().take() {
+            stop.0.store(true, Ordering::SeqCst);
+            stop.1.signal();
+            let _ = t.join();
+        }
+        let s = self.stats();
+        if s.misses > 0 {
+            tracing::info!(
+                "mr cache: {} hits, {} misses, {} evictions, {} invalidations, {} uncached, {} entries ({} bytes) at close",
+                s.hits,
+                s.misses,
+                s.evictions,
+                s.invalidations,
+                s.uncached,
+                s.entries,
+                s.bytes
+            );
+        }
+        // Entries still pinned by operations (a domain closed under them) are
+        // released by their pins; the rest go with the state.
+    }
+}
+
+/// The monitor thread: handles the kernel's events until told to stop.
+fn monitor(sh: Arc<Shared>, w: Arc<Uffd>, epoll: Epoll, stop: Arc<(AtomicBool, EventFd)>) {
+    while !stop.0.load(Ordering::SeqCst) {
+        if epoll.wait(1000).is_err() {
+            tracing::warn!("mr cache: the memory monitor cannot wait for events; it stops");
+            return;
+        }
+        let _g = sh.events.lock();
+        loop {
+            match w.read() {
+                Ok(Some(ev)) => handle(&sh, &w, ev),
+                Ok(None) => break,
+                Err(e) => {
+                    tracing::warn!("mr cache: reading userfaultfd events failed ({}); the monitor stops", std::io::Error::from_raw_os_error(e));
+                    return;
+                }
+            }
+        }
+    }
+}
+
+fn handle(sh: &Shared, w: &Uffd, ev: Event) {
+    tracing::debug!("mr cache: {ev:?}");
+    match ev {
+        Event::Unmap { start, end } => sh.invalidate(start, end),
+        Event::Remove { start, end } => {
+            // The pages are gone: stop watching, so that touching them again
+            // faults as usual rather than here (as libfabric does).
+            let _ = w.unregister(start, end.saturating_sub(start));
+            sh.invalidate(start, end);
+        }
+        Event::Remap { from, len, .. } => sh.invalidate(from, from.saturating_add(len)),
+        Event::PageFault { addr, .. } => {
+            if let Err(e) = w.zero_page(addr, sh.page) {
+                tracing::warn!("mr cache: cannot resolve a fault at {addr:#x} ({})", std::io::Error::from_raw_os_error(e));
+            }
+        }
+        Event::Other(e) => tracing::warn!("mr cache: unexpected userfaultfd event {e:#x}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicU32;
+
+    #[derive(Debug)]
+    struct Fake(u32, Arc<AtomicU32>);
+    impl Reg for Fake {
+        fn lkey(&self) -> u32 {
+            self.0
+        }
+        fn rkey(&self) -> u32 {
+            self.0 + 1000
+        }
+    }
+    impl Drop for Fake {
+        fn drop(&mut self) {
+            self.1.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    /// A cache with fake registrations numbered 1, 2, ...; `dereg` counts drops.
+    fn cache(limits: Limits) -> (MrCache, Arc<AtomicU32>) {
+        let n = Arc::new(AtomicU32::new(0));
+        let dereg = Arc::new(AtomicU32::new(0));
+        let d = dereg.clone();
+        let reg: RegFn = Box::new(move |_, _, _| Ok(Box::new(Fake(n.fetch_add(1, Ordering::SeqCst) + 1, d.clone())) as Box<dyn Reg>));
+        (MrCache::new(reg, limits), dereg)
+    }
+
+    const L: Limits = Limits { max_count: 4, max_size: 1 << 20, monitor: true };
+    const PAGE: usize = 4096;
+
+    /// Anonymous test memory (the monitor watches only mapped memory).
+    struct Map(u64, usize);
+    impl Map {
+        fn new(len: usize) -> Map {
+            Map(uffd::map_anon(0, len, false).expect("mmap"), len)
+        }
+    }
+    impl Drop for Map {
+        fn drop(&mut self) {
+            let _ = uffd::unmap(self.0, self.1);
+        }
+    }
+
+    fn need_uffd(c: &MrCache) -> bool {
+        if !c.caching() {
+            eprintln!("userfaultfd unavailable here: cache tests skipped");
+        }
+        c.caching()
+    }
+
+    #[test]
+    fn hit_on_covered_range_and_access() {
+        let (c, _) = cache(L);
+        if !need_uffd(&c) {
+            return;
+        }
+        let m = Map::new(4 * PAGE);
+        let a = c.acquire(m.0 + 10, 2 * PAGE, 1).unwrap();
+        // Inside the same pages, same access: the same registration.
+        let b = c.acquire(m.0 + 100, PAGE, 1).unwrap();
+        assert_eq!(a.lkey, b.lkey);
+        // More access than cached: a new one.
+        let x = c.acquire(m.0 + 100, PAGE, 1 | 4).unwrap();
+        assert_ne!(x.lkey, a.lkey);
+        // Beyond the cached pages: a new one.
+        let y = c.acquire(m.0, 4 * PAGE, 1).unwrap();
+        assert_ne!(y.lkey, a.lkey);
+        let s = c.stats();
+        assert_eq!((s.hits, s.misses, s.entries), (1, 3, 3));
+        assert_eq!(s.bytes as usize, (3 + 2 + 4) * PAGE);
+    }
+
+    #[test]
+    fn lru_eviction_skips_entries_in_use() {
+        let (c, dereg) = cache(L);
+        if !need_uffd(&c) {
+            return;
+        }
+        let m = Map::new(8 * PAGE);
+        let held = c.acquire(m.0, PAGE, 1).unwrap();
+        for i in 1..4u64 {
+            drop(c.acquire(m.0 + i * PAGE as u64, PAGE, 1).unwrap());
+        }
+        assert_eq!(c.stats().entries, 4);
+        // Touch page 1 so that page 2 is the oldest unused.
+        drop(c.acquire(m.0 + PAGE as u64, 1, 1).unwrap());
+        drop(c.acquire(m.0 + 4 * PAGE as u64, PAGE, 1).unwrap());
+        let s = c.stats();
+        assert_eq!((s.entries, s.evictions), (4, 1));
+        assert_eq!(dereg.load(Ordering::SeqCst), 1);
+        // Page 0 (in use) and page 1 (recent) survived; page 2 went.
+        let before = c.stats().hits;
+        drop(c.acquire(m.0, 1, 1).unwrap());
+        drop(c.acquire(m.0 + PAGE as u64, 1, 1).unwrap());
+        assert_eq!(c.stats().hits, before + 2);
+        drop(c.acquire(m.0 + 2 * PAGE as u64, 1, 1).unwrap());
+        assert_eq!(c.stats().hits, before + 2, "the evicted page registers again");
+        drop(held);
+    }
+
+    #[test]
+    fn all_in_use_goes_uncached() {
+        let (c, dereg) = cache(Limits { max_count: 2, ..L });
+        if !need_uffd(&c) {
+            return;
+        }
+        let m = Map::new(4 * PAGE);
+        let a = c.acquire(m.0, PAGE, 1).unwrap();
+        let b = c.acquire(m.0 + PAGE as u64, PAGE, 1).unwrap();
+        let u = c.acquire(m.0 + 2 * PAGE as u64, PAGE, 1).unwrap();
+        assert_eq!(c.stats().uncached, 1);
+        drop(u);
+        assert_eq!(dereg.load(Ordering::SeqCst), 1, "an uncached registration goes with its operation");
+        drop((a, b));
+        assert_eq!(dereg.load(Ordering::SeqCst), 1, "cached ones stay");
+    }
+
+    #[test]
+    fn byte_bound_and_oversized() {
+        let (c, _) = cache(Limits { max_size: 2 * PAGE, ..L });
+        if !need_uffd(&c) {
+            return;
+        }
+        let m = Map::new(4 * PAGE);
+        drop(c.acquire(m.0, 3 * PAGE, 1).unwrap());
+        assert_eq!((c.stats().entries, c.stats().uncached), (0, 1));
+        drop(c.acquire(m.0, PAGE, 1).unwrap());
+        drop(c.acquire(m.0 + PAGE as u64, PAGE, 1).unwrap());
+        drop(c.acquire(m.0 + 2 * PAGE as u64, PAGE, 1).unwrap());
+        let s = c.stats();
+        assert_eq!((s.entries, s.bytes as usize, s.evictions), (2, 2 * PAGE, 1));
+    }
+
+    #[test]
+    fn explicit_invalidation_waits_for_users() {
+        let (c, dereg) = cache(L);
+        if !need_uffd(&c) {
+            return;
+        }
+        let m = Map::new(2 * PAGE);
+        let a = c.acquire(m.0, PAGE, 1).unwrap();
+        c.invalidate(m.0, m.0 + 1);
+        assert_eq!(dereg.load(Ordering::SeqCst), 0, "in use: only marked stale");
+        let b = c.acquire(m.0, PAGE, 1).unwrap();
+        assert_ne!(a.lkey, b.lkey, "a stale entry is not found");
+        drop(a);
+        assert_eq!(dereg.load(Ordering::SeqCst), 1, "deregistered when its operation ends");
+        assert_eq!(c.stats().invalidations, 1);
+        drop(b);
+    }
+
+    #[test]
+    fn munmap_and_remap_at_the_same_address_invalidate() {
+        let (c, dereg) = cache(L);
+        if !need_uffd(&c) {
+            return;
+        }
+        let len = 16 * PAGE;
+        let addr = uffd::map_anon(0, len, false).unwrap();
+        let first = c.acquire(addr, len, 1).unwrap();
+        let k1 = first.lkey;
+        drop(first);
+        assert_eq!(c.acquire(addr, len, 1).unwrap().lkey, k1, "hit while mapped");
+        // munmap returns once the monitor has read the event; the next
+        // lookup waits for its handling.
+        uffd::unmap(addr, len).unwrap();
+        let again = uffd::map_anon(addr, len, true).unwrap();
+        assert_eq!(again, addr);
+        let p = c.acquire(addr, len, 1).unwrap();
+        assert_ne!(p.lkey, k1, "the old pages' registration must not be reused");
+        let s = c.stats();
+        assert_eq!(s.invalidations, 1);
+        drop(p);
+        // madvise(DONTNEED) (free of a heap arena's pages) invalidates too,
+        // and touching the pages afterwards works (the range is unwatched).
+        uffd::dontneed(addr, len).unwrap();
+        let q = c.acquire(addr, len, 1).unwrap();
+        assert_eq!(c.stats().invalidations, 2);
+        drop(q);
+        // MAP_FIXED over a watched range is an unmap too.
+        let _ = uffd::map_anon(addr, len, true).unwrap();
+        let r = c.acquire(addr, len, 1).unwrap();
+        assert_eq!(c.stats().invalidations, 3);
+        drop(r);
+        uffd::unmap(addr, len).unwrap();
+        drop(c);
+        assert!(dereg.load(Ordering::SeqCst) >= 3);
+    }
+
+    #[test]
+    fn faults_on_missing_pages_of_a_watched_range_are_answered() {
+        let (c, _) = cache(L);
+        if !need_uffd(&c) {
+            return;
+        }
+        // The fake registration pins nothing: the pages stay missing, and
+        // touching them faults to the monitor, which installs zero pages.
+        let m = Map::new(4 * PAGE);
+        let p = c.acquire(m.0, 4 * PAGE, 1).unwrap();
+        assert_eq!(uffd::peek(m.0 + 5), 0);
+        uffd::poke(m.0 + PAGE as u64 + 1, 7);
+        assert_eq!(uffd::peek(m.0 + PAGE as u64 + 1), 7);
+        assert_eq!(uffd::peek(m.0 + 3 * PAGE as u64), 0);
+        drop(p);
+        assert_eq!(c.stats().invalidations, 0, "faults invalidate nothing");
+    }
+
+    #[test]
+    fn no_monitor_registers_per_operation() {
+        let (c, dereg) = cache(Limits { monitor: false, ..L });
+        assert!(!c.caching());
+        let m = Map::new(PAGE);
+        let a = c.acquire(m.0, 8, 1).unwrap();
+        let b = c.acquire(m.0, 8, 1).unwrap();
+        assert_ne!(a.lkey, b.lkey);
+        drop((a, b));
+        assert_eq!(dereg.load(Ordering::SeqCst), 2);
+        let s = c.stats();
+        assert_eq!((s.hits, s.misses, s.uncached, s.entries), (0, 2, 2, 0));
+    }
+}
