@@ -127,6 +127,74 @@ if [ "$SUITE_PROVIDER" = rsverbs ] && { [ "${RSVERBS_FABTESTS:-0}" = 1 ] || prin
   suite_fabtests
 fi
 
+# ============================================================================
+# DGRAM fabtests (issue 22 item 2): fabtests' own FI_EP_DGRAM tests over
+# rsverbs' UD endpoints, server and client here (server -s $LAB_IP, client
+# -s $LAB_IP $LAB_IP, as runfabtests.sh runs them), with the 2.1 core's
+# fabtests (LD_LIBRARY_PATH to that core) and the system 1.17 core's
+# (fabtests 1.17.0 built from the tag). The server is ready when its
+# endpoint's name service listens on TCP 9228 (fabtests' default port;
+# src/dgram/ns.rs). Entries dgram_ft_<version>_<test>; they run with no
+# filter, or when the filter names "dgram_fabtests" or an entry.
+# fi_av_test builds only sockaddr_in addresses ("test does not yet support
+# FI_ADDR_IB_UD", -FI_ENOSYS, which runfabtests counts as Notrun): its entry
+# passes on exit 0 or on exactly that message.
+# ----------------------------------------------------------------------------
+DGRAM_FT_TESTS=(
+  "fi_dgram"
+  "fi_dgram_pingpong"
+  "fi_dgram_pingpong -k"
+  "fi_cq_data -e dgram -o senddata"
+  "fi_av_xfer -e dgram"
+  "fi_dgram_waitset"
+)
+dgram_ft_selected() { # dgram_ft_selected ENTRY
+  [ $# -gt 0 ] || return 1
+  [ "${#DGRAM_FT_FILTER[@]}" -eq 0 ] && return 0
+  local f
+  for f in "${DGRAM_FT_FILTER[@]}"; do
+    [ "$f" = dgram_fabtests ] || [ "$f" = "$1" ] && return 0
+  done
+  return 1
+}
+DGRAM_FT_FILTER=("$@")
+if [ "$SUITE_PROVIDER" = rsverbs ]; then
+  for spec in "2.1.0=${RSVERBS_CORES:-/opt/rsverbs/cores}/2.1.0:lib" "1.17.0=/opt/rsverbs/fabtests-1.17.0:system"; do
+    v=${spec%%=*}; rest=${spec#*=}; pre=${rest%%:*}; how=${rest##*:}
+    if [ "$how" = lib ]; then
+      envs="env -u FI_PROVIDER LD_LIBRARY_PATH=$pre/lib FI_PROVIDER_PATH=$FI_PROVIDER_PATH"
+    else
+      envs="env -u FI_PROVIDER FI_PROVIDER_PATH=$FI_PROVIDER_PATH"
+    fi
+    for t in "${DGRAM_FT_TESTS[@]}"; do
+      set -- $t
+      ename="dgram_ft_${v}_$(printf '%s' "$t" | tr -c 'A-Za-z0-9_.-' '_')"
+      dgram_ft_selected "$ename" || continue
+      if [ ! -x "$pre/bin/$1" ]; then
+        lab_log "dgram fabtests: $v has no $1"
+        continue
+      fi
+      prog="$pre/bin/$1"; shift
+      PAIR_PORT=9228 PAIR_RETRIES=1 run_pair "$ename" "$envs $prog $* -p verbs -s $LAB_IP" \
+        "$envs $prog $* -p verbs -s $LAB_IP $LAB_IP" 180
+      record "$ename" $?
+    done
+    ename="dgram_ft_${v}_fi_av_test_-e_dgram"
+    if dgram_ft_selected "$ename" && [ -x "$pre/bin/fi_av_test" ]; then
+      log="$LAB_OUT/$ename.log"
+      with_timeout 120 $envs "$pre/bin/fi_av_test" -g "$LAB_IP" -n 1 -s "$LAB_IP" -e dgram -p verbs >"$log" 2>&1
+      rc=$?
+      if [ "$rc" = 38 ] && grep -q "does not yet support FI_ADDR_IB_UD" "$log"; then
+        lab_log "dgram fabtests: $v fi_av_test -e dgram: not run by fabtests' own limit (FI_ADDR_IB_UD)"; rc=0
+      fi
+      [ "$rc" = 0 ] || tail -n 20 "$log"
+      record "$ename" "$rc"
+    fi
+  done
+  set --
+  set -- "${DGRAM_FT_FILTER[@]}"
+fi
+
 # ---- C operation tests (tests/c) -------------------------------------------
 
 # name:program[:arg...]  (the test name is what the program prints)
@@ -184,6 +252,8 @@ CTESTS=(
   cq_many:cq_many
   msg_pep_handle:msg_pep_handle
   msg_srx:msg_srx
+  # issue 22 item 2: FI_EP_DGRAM over UD QPs
+  dgram_sendrecv:dgram_sendrecv
 )
 CTEST_TIMEOUT="${CTEST_TIMEOUT:-180}"
 

@@ -176,7 +176,8 @@ fn build(req: &Request, dc: &DevCaps, src: UdName, dest: Option<UdName>) -> FiRe
     if hi.ep.protocol != FI_PROTO_UNSPEC && hi.ep.protocol != FI_PROTO_IB_UD {
         return Err(FiError::NODATA);
     }
-    let allowed = DGRAM_CAPS;
+    // FI_SOURCE on request: receive completions name the sender's fi_addr.
+    let allowed = DGRAM_CAPS | FI_SOURCE;
     if hi.caps & !allowed != 0 {
         tracing::info!("getinfo: DGRAM endpoints do not offer caps {:#x}", hi.caps & !allowed);
         return Err(FiError::NODATA);
@@ -225,7 +226,7 @@ fn build(req: &Request, dc: &DevCaps, src: UdName, dest: Option<UdName>) -> FiRe
         tracing::info!("getinfo: DGRAM endpoints keep no message ordering");
         return Err(FiError::NODATA);
     }
-    if hi.tx.caps & !(TX_CAPS | FI_LOCAL_COMM | FI_REMOTE_COMM) != 0 || hi.rx.caps & !(RX_CAPS | FI_LOCAL_COMM | FI_REMOTE_COMM) != 0 {
+    if hi.tx.caps & !(TX_CAPS | FI_LOCAL_COMM | FI_REMOTE_COMM) != 0 || hi.rx.caps & !(RX_CAPS | FI_SOURCE | FI_LOCAL_COMM | FI_REMOTE_COMM) != 0 {
         return Err(FiError::NODATA);
     }
     if hi.domain.cq_data_size > 4 {
@@ -270,7 +271,7 @@ fn build(req: &Request, dc: &DevCaps, src: UdName, dest: Option<UdName>) -> FiRe
             tclass: hi.tx.tclass,
         },
         rx: RxAttr {
-            caps: caps & RX_CAPS,
+            caps: caps & (RX_CAPS | FI_SOURCE),
             mode: prefix_mode,
             op_flags: hi.rx.op_flags,
             msg_order: FI_ORDER_NONE,
