@@ -11,8 +11,9 @@
 //! own registered memory (a slot per receive), where the device lands the
 //! GRH; the application's buffers follow, after their prefix in
 //! `FI_MSG_PREFIX` mode (whose bytes rsverbs leaves alone). Sends go from
-//! the application's buffers, or — for injects and buffers without a
-//! descriptor — from a slot of registered memory they are copied to.
+//! the application's buffers (after their prefix in that mode), or — for
+//! injects and buffers without a descriptor — from a slot of registered
+//! memory they are copied to.
 
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -387,15 +388,26 @@ impl DgramEp {
     /// `fi_send*`/`fi_inject*`.
     pub fn send(&self, r: SendReq<'_>) -> FiResult<()> {
         let live = self.live()?;
-        let len: usize = r.iov.iter().map(|v| v.len() as usize).sum();
+        // FI_MSG_PREFIX: the buffers start with the prefix, which is not sent.
+        let mut body: SmallVec<[Iov; 4]> = SmallVec::new();
+        let iov: &[Iov] = if self.prefix > 0 {
+            let skipped = skip_prefix(r.iov, self.prefix, &mut body);
+            if skipped < self.prefix {
+                return crate::fail!(FiError::INVAL, "dgram send: buffers shorter than the {}-byte FI_MSG_PREFIX", self.prefix);
+            }
+            &body
+        } else {
+            r.iov
+        };
+        let len: usize = iov.iter().map(|v| v.len() as usize).sum();
         if len > self.max_msg {
             return crate::fail!(FiError::MSGSIZE, "dgram send: {len} bytes exceed max_msg_size {} (the port MTU)", self.max_msg);
         }
         if r.inject && len > self.inject_size {
             return crate::fail!(FiError::MSGSIZE, "dgram inject: {len} bytes exceed inject_size {}", self.inject_size);
         }
-        if r.iov.len() > self.tx_iov_limit {
-            return crate::fail!(FiError::INVAL, "dgram send: {} iovs exceed the endpoint's iov_limit {}", r.iov.len(), self.tx_iov_limit);
+        if iov.len() > self.tx_iov_limit {
+            return crate::fail!(FiError::INVAL, "dgram send: {} iovs exceed the endpoint's iov_limit {}", iov.len(), self.tx_iov_limit);
         }
         let Some(peer) = live.av.peer(r.dest) else {
             return crate::fail!(FiError::NOENT, "dgram send: fi_addr {:#x} is not in the address vector", r.dest);
@@ -415,11 +427,11 @@ impl DgramEp {
         let staged;
         let sges: &[Iov] = if r.inject || !r.descs_ok {
             let off = slot as usize * self.max_msg;
-            self.stage.fill_from_iovs(off, r.iov, len);
+            self.stage.fill_from_iovs(off, iov, len);
             staged = [self.stage.iov(off, len)];
             &staged
         } else {
-            r.iov
+            iov
         };
         match self.qp.post_send(slot as u64, &peer.ah, peer.name.qpn, imm, sges, send_flags::SIGNALED) {
             Ok(()) => Ok(()),
@@ -448,17 +460,7 @@ impl DgramEp {
         // The application's buffers, past the prefix.
         let mut sges: SmallVec<[Iov; 8]> = SmallVec::new();
         sges.push(self.grh.iov(0, GRH_LEN)); // the slot's, once it is known
-        let mut skip = self.prefix;
-        for v in r.iov {
-            let l = v.len() as usize;
-            if skip >= l {
-                skip -= l;
-                continue;
-            }
-            sges.push(sub_iov(v, skip, l - skip));
-            skip = 0;
-        }
-        if skip > 0 {
+        if skip_prefix(r.iov, self.prefix, &mut sges) < self.prefix {
             return crate::fail!(FiError::INVAL, "dgram recv: buffers shorter than the {}-byte FI_MSG_PREFIX", self.prefix);
         }
         let buf = r.iov.first().map_or(0, |v| v.addr());
@@ -605,6 +607,22 @@ impl DgramEp {
     pub fn rx_left(&self) -> usize {
         self.rx.lock().free.len()
     }
+}
+
+/// Appends to `out` the buffers `iov` without their first `prefix` bytes;
+/// returns how many bytes were skipped (less than `prefix`: too short).
+fn skip_prefix<A: smallvec::Array<Item = Iov>>(iov: &[Iov], prefix: usize, out: &mut SmallVec<A>) -> usize {
+    let mut skip = prefix;
+    for v in iov {
+        let l = v.len() as usize;
+        if skip >= l {
+            skip -= l;
+            continue;
+        }
+        out.push(sub_iov(v, skip, l - skip));
+        skip = 0;
+    }
+    prefix - skip
 }
 
 impl Progress for DgramEp {

@@ -4,8 +4,10 @@
 //! FI_SEND, FI_RECV (+FI_LOCAL_COMM/FI_REMOTE_COMM), address format
 //! `FI_ADDR_IB_UD`, protocol `FI_PROTO_IB_UD`, max_msg_size the port's
 //! active MTU, and — for applications that accept it — mode `FI_MSG_PREFIX`
-//! with a 40-byte prefix on receive buffers (rx_attr->mode; sends carry
-//! none, tx_attr->mode is 0, as verbs). Applications whose hints lack
+//! with a 40-byte prefix on send and receive buffers (fi_getinfo(3): in
+//! front of all message buffers; receives land the GRH there, sends skip
+//! it; libfabric's verbs sets it in rx_attr->mode only, and so is skipped by
+//! fabtests' tests that force the prefix). Applications whose hints lack
 //! `FI_MSG_PREFIX` get the same endpoint without a prefix: rsverbs lands
 //! the GRH in a buffer of its own (a first scatter entry), which costs one
 //! receive iov.
@@ -260,7 +262,7 @@ fn build(req: &Request, dc: &DevCaps, src: UdName, dest: Option<UdName>) -> FiRe
         tx: TxAttr {
             // FI_LOCAL_COMM/FI_REMOTE_COMM are not tx/rx caps (fi_getinfo(3)).
             caps: caps & TX_CAPS,
-            mode: 0,
+            mode: prefix_mode,
             op_flags: hi.tx.op_flags,
             msg_order: FI_ORDER_NONE,
             comp_order: FI_ORDER_NONE,

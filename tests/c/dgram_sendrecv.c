@@ -5,8 +5,9 @@
  * buffers, as libfabric's verbs) and without (no prefix).
  *
  *  - fi_getinfo: FI_EP_DGRAM, FI_ADDR_IB_UD, protocol FI_PROTO_IB_UD,
- *    msg_prefix_size 40 (prefix run) or 0, FI_MSG_PREFIX in mode and
- *    rx_attr->mode only in the prefix run, no FI_LOCAL_COMM/FI_REMOTE_COMM in
+ *    msg_prefix_size 40 (prefix run) or 0, FI_MSG_PREFIX in mode,
+ *    tx_attr->mode and rx_attr->mode only in the prefix run (send buffers
+ *    start with the prefix too, which is not sent), no FI_LOCAL_COMM/FI_REMOTE_COMM in
  *    rx_attr->caps, max_msg_size > 0 (the port MTU);
  *  - fi_getname gives 32 bytes that go straight into fi_av_insert;
  *    fi_av_lookup gives them back; fi_av_straddr says fi_addr_ib_ud://;
@@ -83,13 +84,16 @@ static void one(struct side *x, struct side *y, int kind, size_t len, int seed)
 	snprintf(what, sizeof(what), "%s %s->%s len %zu (prefix %zu)", kinds[kind], x->tag, y->tag, len, prefix);
 	memset(y->rx, 0xee, prefix + max_msg);
 	CHK(fi_recv(y->ep, y->rx, prefix + max_msg, desc, FI_ADDR_UNSPEC, y->rx));
-	fill(x->tx, len, seed);
+	/* with FI_MSG_PREFIX, send buffers start with the prefix too (not sent) */
+	memset(x->tx, 0x5c, prefix);
+	fill(x->tx + prefix, len, seed);
 	uint64_t data = 0xa5000000u | (uint64_t)seed;
+	size_t n = len + prefix;
 	switch (kind) {
-	case 0: CHK(fi_send(x->ep, x->tx, len, desc, y->addr, x->tx)); break;
-	case 1: CHK(fi_senddata(x->ep, x->tx, len, desc, data, y->addr, x->tx)); break;
-	case 2: CHK(fi_inject(x->ep, x->tx, len, y->addr)); break;
-	case 3: CHK(fi_injectdata(x->ep, x->tx, len, data, y->addr)); break;
+	case 0: CHK(fi_send(x->ep, x->tx, n, desc, y->addr, x->tx)); break;
+	case 1: CHK(fi_senddata(x->ep, x->tx, n, desc, data, y->addr, x->tx)); break;
+	case 2: CHK(fi_inject(x->ep, x->tx, n, y->addr)); break;
+	case 3: CHK(fi_injectdata(x->ep, x->tx, n, data, y->addr)); break;
 	}
 	struct fi_cq_data_entry e;
 	if (kind < 2) {
@@ -99,7 +103,7 @@ static void one(struct side *x, struct side *y, int kind, size_t len, int seed)
 		       (unsigned long long)e.flags);
 	}
 	if (kind >= 2)
-		memset(x->tx, 0, len); /* inject: the buffer is ours again at once */
+		memset(x->tx, 0, n); /* inject: the buffer is ours again at once */
 	fi_addr_t src = FI_ADDR_NOTAVAIL;
 	wait_comp(y, &e, &src, what);
 	EXPECT(e.op_context == y->rx, "%s: receive context %p", what, e.op_context);
@@ -147,8 +151,10 @@ static void run(bool with_prefix)
 	       (unsigned long long)info->rx_attr->caps);
 	EXPECT(info->caps & FI_SOURCE, "caps %#llx lack FI_SOURCE", (unsigned long long)info->caps);
 	if (with_prefix) {
-		EXPECT((info->mode & FI_MSG_PREFIX) && (info->rx_attr->mode & FI_MSG_PREFIX), "mode %#llx rx mode %#llx",
-		       (unsigned long long)info->mode, (unsigned long long)info->rx_attr->mode);
+		EXPECT((info->mode & FI_MSG_PREFIX) && (info->rx_attr->mode & FI_MSG_PREFIX) &&
+			       (info->tx_attr->mode & FI_MSG_PREFIX),
+		       "mode %#llx tx mode %#llx rx mode %#llx", (unsigned long long)info->mode,
+		       (unsigned long long)info->tx_attr->mode, (unsigned long long)info->rx_attr->mode);
 		EXPECT(info->ep_attr->msg_prefix_size == 40, "msg_prefix_size %zu", info->ep_attr->msg_prefix_size);
 	} else {
 		EXPECT(!(info->mode & FI_MSG_PREFIX) && !(info->rx_attr->mode & FI_MSG_PREFIX), "mode %#llx",
@@ -211,9 +217,9 @@ static void run(bool with_prefix)
 	}
 
 	/* too long */
-	ssize_t r = fi_send(s[0].ep, s[0].tx, max_msg + 1, desc, s[1].addr, NULL);
+	ssize_t r = fi_send(s[0].ep, s[0].tx, prefix + max_msg + 1, desc, s[1].addr, NULL);
 	EXPECT(r == -FI_EMSGSIZE, "fi_send of max_msg_size + 1 returned %zd, want -FI_EMSGSIZE", r);
-	r = fi_inject(s[0].ep, s[0].tx, inject_size + 1, s[1].addr);
+	r = fi_inject(s[0].ep, s[0].tx, prefix + inject_size + 1, s[1].addr);
 	EXPECT(r == -FI_EMSGSIZE, "fi_inject of inject_size + 1 returned %zd, want -FI_EMSGSIZE", r);
 	r = fi_send(s[0].ep, s[0].tx, 8, desc, 77, NULL);
 	EXPECT(r < 0, "fi_send to an fi_addr not in the AV returned %zd", r);
