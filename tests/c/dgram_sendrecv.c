@@ -82,7 +82,7 @@ static void one(struct side *x, struct side *y, int kind, size_t len, int seed)
 	static const char *kinds[] = { "fi_send", "fi_senddata", "fi_inject", "fi_injectdata" };
 	char what[128];
 	snprintf(what, sizeof(what), "%s %s->%s len %zu (prefix %zu)", kinds[kind], x->tag, y->tag, len, prefix);
-	memset(y->rx, 0xee, prefix + max_msg);
+	memset(y->rx, 0xee, prefix + max_msg + 1); /* one byte past the posted buffer too */
 	CHK(fi_recv(y->ep, y->rx, prefix + max_msg, desc, FI_ADDR_UNSPEC, y->rx));
 	/* with FI_MSG_PREFIX, send buffers start with the prefix too (not sent) */
 	memset(x->tx, 0x5c, prefix);
