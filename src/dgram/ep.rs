@@ -144,6 +144,16 @@ impl DgramEp {
     /// `fi_endpoint` for an `FI_EP_DGRAM` info: the UD QP exists (and has its
     /// address) from here on.
     pub fn open(domain: &Arc<Domain>, info: &Info) -> FiResult<Arc<DgramEp>> {
+        if info.handle.is_some() || info.pep.is_some() {
+            return crate::fail!(FiError::INVAL, "fi_endpoint: a DGRAM endpoint takes no connection request or passive endpoint (info->handle)");
+        }
+        if info.addr_format != FI_ADDR_IB_UD && info.addr_format != FI_FORMAT_UNSPEC {
+            return crate::fail!(
+                FiError::INVAL,
+                "fi_endpoint: ep_type FI_EP_DGRAM with address format {}: not a DGRAM info (those have FI_ADDR_IB_UD)",
+                info.addr_format
+            );
+        }
         let dev = &domain.dev;
         let port = dev.query_port(1).map_err(FiError::from_errno)?;
         let mtu = verbs::mtu_bytes(port.active_mtu).max(1);

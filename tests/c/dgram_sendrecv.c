@@ -17,6 +17,8 @@
  *    (after the prefix), its len (payload + prefix, as libfabric's verbs
  *    counts the GRH), FI_RECV|FI_MSG, its buf, and FI_SOURCE: fi_cq_readfrom
  *    names the sender's fi_addr;
+ *  - counters bound with FI_SEND (A) and FI_RECV (B) count A's 6 sends
+ *    (injects included) and B's 6 receives of the first direction;
  *  - a send one byte over max_msg_size and an inject over inject_size fail
  *    with -FI_EMSGSIZE; a send to an fi_addr not in the AV fails.
  *
@@ -180,6 +182,12 @@ static void run(bool with_prefix)
 	CHK(fi_mr_reg(domain, mem, region, FI_SEND | FI_RECV, 0, 0, 0, &mr, NULL));
 	desc = fi_mr_desc(mr);
 
+	/* counters: A's sends, B's receives */
+	struct fid_cntr *csend, *crecv;
+	struct fi_cntr_attr cta = { .events = FI_CNTR_EVENTS_COMP };
+	CHK(fi_cntr_open(domain, &cta, &csend, NULL));
+	CHK(fi_cntr_open(domain, &cta, &crecv, NULL));
+
 	struct side s[2] = { { .tag = "A" }, { .tag = "B" } };
 	char names[2][64];
 	for (int i = 0; i < 2; i++) {
@@ -188,6 +196,7 @@ static void run(bool with_prefix)
 		CHK(fi_cq_open(domain, &ca, &s[i].cq, NULL));
 		CHK(fi_ep_bind(s[i].ep, &s[i].cq->fid, FI_TRANSMIT | FI_RECV));
 		CHK(fi_ep_bind(s[i].ep, &av->fid, 0));
+		CHK(fi_ep_bind(s[i].ep, i == 0 ? &csend->fid : &crecv->fid, i == 0 ? FI_SEND : FI_RECV));
 		CHK(fi_enable(s[i].ep));
 		size_t len = sizeof(names[i]);
 		CHK(fi_getname(&s[i].ep->fid, names[i], &len));
@@ -216,6 +225,18 @@ static void run(bool with_prefix)
 		one(x, y, 0, 0, 6 + dir);
 	}
 
+	/* A sent 6 messages (injects included) and B received 6, in the first
+	 * direction; the counters get them as the endpoints progress (a counter
+	 * read progresses its endpoints). */
+	uint64_t t0 = now_ms();
+	while ((fi_cntr_read(csend) < 6 || fi_cntr_read(crecv) < 6) && now_ms() - t0 < WAIT_MS)
+		;
+	EXPECT(fi_cntr_read(csend) == 6 && fi_cntr_read(crecv) == 6 && fi_cntr_readerr(csend) == 0 &&
+		       fi_cntr_readerr(crecv) == 0,
+	       "counters: A's sends %llu (err %llu), B's receives %llu (err %llu), want 6 and 6",
+	       (unsigned long long)fi_cntr_read(csend), (unsigned long long)fi_cntr_readerr(csend),
+	       (unsigned long long)fi_cntr_read(crecv), (unsigned long long)fi_cntr_readerr(crecv));
+
 	/* too long */
 	ssize_t r = fi_send(s[0].ep, s[0].tx, prefix + max_msg + 1, desc, s[1].addr, NULL);
 	EXPECT(r == -FI_EMSGSIZE, "fi_send of max_msg_size + 1 returned %zd, want -FI_EMSGSIZE", r);
@@ -228,6 +249,8 @@ static void run(bool with_prefix)
 		CHK(fi_close(&s[i].ep->fid));
 		CHK(fi_close(&s[i].cq->fid));
 	}
+	CHK(fi_close(&csend->fid));
+	CHK(fi_close(&crecv->fid));
 	CHK(fi_close(&mr->fid));
 	CHK(fi_close(&av->fid));
 	CHK(fi_close(&domain->fid));
