@@ -191,6 +191,10 @@ unsafe fn ep_common(domain: *mut fid_domain, info: *mut fi_info, out: *mut *mut 
         // SAFETY: `out` checked non-NULL above.
         return unsafe { super::rdm::open(d, &i, out, context) };
     }
+    if i.ep.type_ == FI_EP_DGRAM {
+        // SAFETY: `out` checked non-NULL above.
+        return unsafe { super::dgram::open(d, &i, out, context) };
+    }
     let ep = MsgEp::open(&d.inner, &i)?;
     if !handle.is_null() {
         // The endpoint now owns the connection; the handle is spent.

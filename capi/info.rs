@@ -27,6 +27,22 @@ pub unsafe fn read_addr(p: *const c_void, len: usize, what: &str) -> FiResult<Op
     }
 }
 
+/// Reads an `FI_ADDR_IB_UD` address (`struct ofi_ib_ud_ep_name`).
+///
+/// # Safety
+/// `p` must be NULL or have `len` readable bytes.
+unsafe fn read_ud(p: *const c_void, len: usize, what: &str) -> FiResult<Option<crate::dgram::UdName>> {
+    if p.is_null() || len == 0 {
+        return Ok(None);
+    }
+    // SAFETY: the caller says `len` bytes are readable.
+    let b = unsafe { std::slice::from_raw_parts(p as *const u8, len) };
+    match crate::dgram::UdName::from_bytes(b) {
+        Some(n) => Ok(Some(n)),
+        None => crate::fail!(FiError::INVAL, "{what}: an FI_ADDR_IB_UD address is {} bytes ({len} given)", crate::dgram::NAME_LEN),
+    }
+}
+
 /// The core's copy of a C `fi_tx_attr`.
 pub fn tx_from_c(t: &fi_tx_attr) -> TxAttr {
     TxAttr {
@@ -167,10 +183,19 @@ pub unsafe fn from_c(p: *const fi_info, api: u32) -> FiResult<Info> {
     // SAFETY: per the contract.
     let c = unsafe { &*p };
     let mut i = Info { caps: c.caps, mode: c.mode, addr_format: c.addr_format, ..Default::default() };
-    // SAFETY: src/dest buffers are as long as their lengths say (fi_getinfo(3)).
-    i.src_addr = unsafe { read_addr(c.src_addr, c.src_addrlen, "src_addr") }?;
-    // SAFETY: as above.
-    i.dest_addr = unsafe { read_addr(c.dest_addr, c.dest_addrlen, "dest_addr") }?;
+    if c.addr_format == crate::fi::consts::FI_ADDR_IB_UD {
+        // DGRAM addresses (struct ofi_ib_ud_ep_name, crate::dgram).
+        // SAFETY: src/dest buffers are as long as their lengths say (fi_getinfo(3)).
+        unsafe {
+            i.src_ud = read_ud(c.src_addr, c.src_addrlen, "src_addr")?;
+            i.dest_ud = read_ud(c.dest_addr, c.dest_addrlen, "dest_addr")?;
+        }
+    } else {
+        // SAFETY: src/dest buffers are as long as their lengths say (fi_getinfo(3)).
+        i.src_addr = unsafe { read_addr(c.src_addr, c.src_addrlen, "src_addr") }?;
+        // SAFETY: as above.
+        i.dest_addr = unsafe { read_addr(c.dest_addr, c.dest_addrlen, "dest_addr") }?;
+    }
     if !c.handle.is_null() {
         // SAFETY: handle is a fid (the libfabric contract); only registered ones are dereferenced.
         i.handle = unsafe { super::ep::connreq_lookup(c.handle) };
@@ -244,6 +269,13 @@ pub fn to_c(i: &Info, prov_name: Option<&str>) -> FiResult<*mut fi_info> {
             let b = sys::sockaddr_bytes(a);
             c.dest_addr = c_memdup(&b);
             c.dest_addrlen = b.len();
+        }
+        for (ud, a, l) in [(&i.src_ud, &mut c.src_addr, &mut c.src_addrlen), (&i.dest_ud, &mut c.dest_addr, &mut c.dest_addrlen)] {
+            if let Some(n) = ud {
+                let b = n.to_bytes();
+                *a = c_memdup(&b);
+                *l = b.len();
+            }
         }
         if let Some(h) = &i.handle {
             c.handle = super::ep::connreq_new(h.clone());

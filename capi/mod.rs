@@ -8,6 +8,7 @@ pub mod av;
 pub mod cntr;
 pub mod core_api;
 pub mod cq;
+pub mod dgram;
 pub mod domain;
 pub mod embed;
 pub mod ep;

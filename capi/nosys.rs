@@ -76,3 +76,27 @@ pub static COLLECTIVE_NOSYS: fi_ops_collective = fi_ops_collective {
     msg: Some(co_msg),
     barrier2: Some(co_barrier2),
 };
+
+nosys!("fi_read", rma_read, (e: *mut fid_ep, b: *mut c_void, n: usize, d: *mut c_void, s: fi_addr_t, ad: u64, k: u64, c: *mut c_void) -> isize);
+nosys!("fi_readv", rma_readv, (e: *mut fid_ep, v: *const libc::iovec, d: *mut *mut c_void, n: usize, s: fi_addr_t, ad: u64, k: u64, c: *mut c_void) -> isize);
+nosys!("fi_readmsg", rma_readmsg, (e: *mut fid_ep, m: *const fi_msg_rma, f: u64) -> isize);
+nosys!("fi_write", rma_write, (e: *mut fid_ep, b: *const c_void, n: usize, d: *mut c_void, s: fi_addr_t, ad: u64, k: u64, c: *mut c_void) -> isize);
+nosys!("fi_writev", rma_writev, (e: *mut fid_ep, v: *const libc::iovec, d: *mut *mut c_void, n: usize, s: fi_addr_t, ad: u64, k: u64, c: *mut c_void) -> isize);
+nosys!("fi_writemsg", rma_writemsg, (e: *mut fid_ep, m: *const fi_msg_rma, f: u64) -> isize);
+nosys!("fi_inject_write", rma_inject, (e: *mut fid_ep, b: *const c_void, n: usize, s: fi_addr_t, ad: u64, k: u64) -> isize);
+nosys!("fi_writedata", rma_writedata, (e: *mut fid_ep, b: *const c_void, n: usize, d: *mut c_void, x: u64, s: fi_addr_t, ad: u64, k: u64, c: *mut c_void) -> isize);
+nosys!("fi_inject_writedata", rma_injectdata, (e: *mut fid_ep, b: *const c_void, n: usize, x: u64, s: fi_addr_t, ad: u64, k: u64) -> isize);
+
+/// RMA: not offered on DGRAM endpoints.
+pub static RMA_NOSYS: fi_ops_rma = fi_ops_rma {
+    size: std::mem::size_of::<fi_ops_rma>(),
+    read: Some(rma_read),
+    readv: Some(rma_readv),
+    readmsg: Some(rma_readmsg),
+    write: Some(rma_write),
+    writev: Some(rma_writev),
+    writemsg: Some(rma_writemsg),
+    inject: Some(rma_inject),
+    writedata: Some(rma_writedata),
+    injectdata: Some(rma_injectdata),
+};

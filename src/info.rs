@@ -151,6 +151,10 @@ pub struct Info {
     pub addr_format: u32,
     pub src_addr: Option<SocketAddr>,
     pub dest_addr: Option<SocketAddr>,
+    /// `FI_ADDR_IB_UD` addresses (DGRAM endpoints, `crate::dgram`), in place
+    /// of `src_addr`/`dest_addr`.
+    pub src_ud: Option<crate::dgram::UdName>,
+    pub dest_ud: Option<crate::dgram::UdName>,
     pub handle: Option<Arc<ConnReq>>,
     /// `handle` naming a passive endpoint (fi_getinfo(3) hints, fi_endpoint(3)):
     /// the active endpoint takes over its rdma-cm id and so its address.
@@ -183,7 +187,7 @@ pub const MSG_CAPS: u64 = FI_MSG
     | FI_REMOTE_WRITE
     | FI_LOCAL_COMM
     | FI_REMOTE_COMM;
-const SECONDARY_CAPS: u64 = FI_LOCAL_COMM | FI_REMOTE_COMM | FI_SOURCE;
+pub(crate) const SECONDARY_CAPS: u64 = FI_LOCAL_COMM | FI_REMOTE_COMM | FI_SOURCE;
 const TX_CAPS: u64 = FI_MSG | FI_RMA | FI_READ | FI_WRITE | FI_SEND;
 const RX_CAPS: u64 = FI_MSG | FI_RMA | FI_RECV | FI_REMOTE_READ | FI_REMOTE_WRITE;
 /// Message orderings an RC QP gives.
@@ -198,7 +202,7 @@ pub const MSG_ORDER: u64 = FI_ORDER_RAR
 /// allocated memory, provider keys.
 pub const MR_MODE: i32 = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
 /// Op flags accepted in `tx_attr/rx_attr.op_flags`.
-const OP_FLAGS: u64 = FI_COMPLETION
+pub(crate) const OP_FLAGS: u64 = FI_COMPLETION
     | FI_INJECT
     | FI_INJECT_COMPLETE
     | FI_TRANSMIT_COMPLETE
@@ -208,7 +212,7 @@ const OP_FLAGS: u64 = FI_COMPLETION
     | FI_FENCE;
 
 /// Parses a numeric service (port) string.
-fn parse_port(service: Option<&str>) -> FiResult<Option<u16>> {
+pub(crate) fn parse_port(service: Option<&str>) -> FiResult<Option<u16>> {
     match service {
         None => Ok(None),
         Some(s) if s.is_empty() => Ok(None),
@@ -220,7 +224,7 @@ fn parse_port(service: Option<&str>) -> FiResult<Option<u16>> {
 }
 
 /// Resolves `node` (host name or address) with `port`.
-fn resolve_node(node: &str, port: u16, numeric_only: bool) -> FiResult<SocketAddr> {
+pub(crate) fn resolve_node(node: &str, port: u16, numeric_only: bool) -> FiResult<SocketAddr> {
     if let Ok(ip) = node.parse::<IpAddr>() {
         return Ok(SocketAddr::new(ip, port));
     }
@@ -278,7 +282,7 @@ pub fn rdma_addresses() -> Vec<DevAddr> {
 }
 
 /// The device behind a local IP address, if any.
-fn device_of_local(ip: IpAddr) -> Option<Arc<Context>> {
+pub(crate) fn device_of_local(ip: IpAddr) -> Option<Arc<Context>> {
     let id = CmId::new_sync().ok()?;
     id.bind_addr(&SocketAddr::new(ip, 0)).ok()?;
     id.device()
@@ -297,15 +301,15 @@ pub fn route_to(src: Option<&SocketAddr>, dst: &SocketAddr) -> FiResult<(Arc<Con
 }
 
 /// What one device offers (queried once per getinfo call).
-struct DevCaps {
-    dev: Arc<Context>,
-    attr: verbs::DeviceAttr,
-    port: verbs::PortAttr,
-    fabric_name: String,
-    max_inline: usize,
+pub(crate) struct DevCaps {
+    pub(crate) dev: Arc<Context>,
+    pub(crate) attr: verbs::DeviceAttr,
+    pub(crate) port: verbs::PortAttr,
+    pub(crate) fabric_name: String,
+    pub(crate) max_inline: usize,
 }
 
-fn dev_caps(dev: &Arc<Context>) -> FiResult<DevCaps> {
+pub(crate) fn dev_caps(dev: &Arc<Context>) -> FiResult<DevCaps> {
     let cfg = config::get();
     let attr = dev.query_device().map_err(FiError::from_errno)?;
     let port = dev.query_port(1).map_err(FiError::from_errno)?;
@@ -326,7 +330,7 @@ fn dev_caps(dev: &Arc<Context>) -> FiResult<DevCaps> {
 /// cache (`crate::rdm::mrcache`). Hints with the bit keep it in the answer
 /// (the application then passes descriptors, as before); hints without it get
 /// an answer without it.
-fn match_mr_mode(version: u32, hints: Option<&Info>, caps: u64, rdm: bool) -> FiResult<(i32, u64)> {
+pub(crate) fn match_mr_mode(version: u32, hints: Option<&Info>, caps: u64, rdm: bool) -> FiResult<(i32, u64)> {
     // Remote-access bits only matter to applications that do RMA/atomics.
     let remote = if caps & (FI_RMA | FI_ATOMIC) != 0 { MR_MODE & !FI_MR_LOCAL } else { 0 };
     let mut needed = remote | FI_MR_LOCAL;
@@ -362,7 +366,7 @@ fn match_mr_mode(version: u32, hints: Option<&Info>, caps: u64, rdm: bool) -> Fi
     Ok((needed, 0))
 }
 
-fn over(hint: usize, max: usize, what: &str) -> FiResult<()> {
+pub(crate) fn over(hint: usize, max: usize, what: &str) -> FiResult<()> {
     if hint > max {
         tracing::info!("getinfo: hints ask {what} = {hint}, the device offers {max}");
         return Err(FiError::NODATA);
@@ -373,7 +377,7 @@ fn over(hint: usize, max: usize, what: &str) -> FiResult<()> {
 /// The `fi_domain_attr` hints added after 1.17 (each read only for
 /// applications whose API version defines it): rsverbs has no authorization
 /// keys and no peer groups; its counters hold any `u64`.
-fn check_newer_domain_hints(hd: &DomainAttr) -> FiResult<()> {
+pub(crate) fn check_newer_domain_hints(hd: &DomainAttr) -> FiResult<()> {
     if hd.max_ep_auth_key > 0 {
         tracing::info!("getinfo: hints ask max_ep_auth_key = {}; rsverbs has no authorization keys", hd.max_ep_auth_key);
         return Err(FiError::NODATA);
@@ -390,7 +394,7 @@ fn check_newer_domain_hints(hd: &DomainAttr) -> FiResult<()> {
 pub const CNTR_CNT: usize = 1 << 16;
 
 /// Threading levels (all accepted; see README "Threading").
-fn threading(hint: u32) -> FiResult<u32> {
+pub(crate) fn threading(hint: u32) -> FiResult<u32> {
     match hint {
         FI_THREAD_UNSPEC => Ok(FI_THREAD_SAFE),
         FI_THREAD_SAFE | FI_THREAD_FID | FI_THREAD_DOMAIN | FI_THREAD_COMPLETION | FI_THREAD_ENDPOINT => Ok(hint),
@@ -407,7 +411,7 @@ fn threading(hint: u32) -> FiResult<u32> {
 /// progress, API 2.0's FI_PROGRESS_CONTROL_UNIFIED (the application
 /// serializes control and data calls, which implies manual progress) is
 /// satisfied too: rsverbs' objects lock for themselves whatever the model.
-fn progress(version: u32, hint: u32, have: u32, what: &str) -> FiResult<u32> {
+pub(crate) fn progress(version: u32, hint: u32, have: u32, what: &str) -> FiResult<u32> {
     match hint {
         FI_PROGRESS_UNSPEC => Ok(have),
         FI_PROGRESS_MANUAL => Ok(FI_PROGRESS_MANUAL),
@@ -424,7 +428,7 @@ fn progress(version: u32, hint: u32, have: u32, what: &str) -> FiResult<u32> {
     }
 }
 
-fn pick(hint: usize, default: usize) -> usize {
+pub(crate) fn pick(hint: usize, default: usize) -> usize {
     if hint != 0 {
         hint
     } else {
@@ -545,6 +549,8 @@ fn build_info(
         addr_format,
         src_addr: src,
         dest_addr: dest,
+        src_ud: None,
+        dest_ud: None,
         handle: None,
         pep: None,
         tx: TxAttr {
@@ -626,11 +632,11 @@ fn build_info(
 }
 
 /// The domain capabilities rsverbs' domains have.
-const DOMAIN_CAPS: u64 = FI_LOCAL_COMM | FI_REMOTE_COMM;
+pub(crate) const DOMAIN_CAPS: u64 = FI_LOCAL_COMM | FI_REMOTE_COMM;
 
 /// `hints->domain_attr->caps` asking for more than [`DOMAIN_CAPS`] (e.g.
 /// `FI_SHARED_AV`) matches nothing: `-FI_ENODATA`, not an info without it.
-fn domain_caps(hi: &Info) -> FiResult<()> {
+pub(crate) fn domain_caps(hi: &Info) -> FiResult<()> {
     if hi.domain.caps & !DOMAIN_CAPS != 0 {
         tracing::info!("getinfo: unsupported domain caps requested: {:#x}", hi.domain.caps & !DOMAIN_CAPS);
         return Err(FiError::NODATA);
@@ -790,6 +796,8 @@ fn build_rdm_info(req: &Request, dc: &DevCaps, src: Option<SocketAddr>, dest: Op
         addr_format,
         src_addr: src,
         dest_addr: dest,
+        src_ud: None,
+        dest_ud: None,
         handle: None,
         pep: None,
         tx: TxAttr {
@@ -885,6 +893,10 @@ pub fn getinfo(req: &Request) -> FiResult<Vec<Info>> {
             if !first.eq_ignore_ascii_case(&cfg.prov_name) {
                 return Err(FiError::NODATA);
             }
+        }
+        // Datagram endpoints (and their FI_ADDR_IB_UD addresses): crate::dgram.
+        if h.ep.type_ == FI_EP_DGRAM || h.addr_format == FI_ADDR_IB_UD {
+            return crate::dgram::info::getinfo(req);
         }
         match h.addr_format {
             FI_FORMAT_UNSPEC | FI_SOCKADDR | FI_SOCKADDR_IN | FI_SOCKADDR_IN6 => {}
@@ -1005,6 +1017,16 @@ pub fn getinfo(req: &Request) -> FiResult<Vec<Info>> {
                 Err(e) if e == FiError::NODATA => continue,
                 Err(e) => return Err(e),
             }
+        }
+    }
+    // Any endpoint type asked for: DGRAM infos last, unless a peer was named
+    // (its UD address would need a name-service query, which MSG/RDM
+    // applications should not wait for).
+    if hints.map_or(true, |h| h.ep.type_ == FI_EP_UNSPEC) && dest.is_none() {
+        match crate::dgram::info::getinfo(req) {
+            Ok(v) => out.extend(v),
+            Err(e) if e == FiError::NODATA => {}
+            Err(e) => return Err(e),
         }
     }
     if out.is_empty() {

@@ -18,6 +18,7 @@ pub mod av;
 pub mod config;
 pub mod cntr;
 pub mod cq;
+pub mod dgram;
 pub mod domain;
 pub mod ep;
 pub mod eq;

@@ -128,6 +128,95 @@ if [ "$SUITE_PROVIDER" = rsverbs ] && { [ "${RSVERBS_FABTESTS:-0}" = 1 ] || prin
   suite_fabtests
 fi
 
+# ============================================================================
+# DGRAM fabtests (issue 22 item 2): fabtests' own FI_EP_DGRAM tests over
+# rsverbs' UD endpoints, server and client here (server -s $LAB_IP, client
+# -s $LAB_IP $LAB_IP, as runfabtests.sh runs them), with the 2.1 core's
+# fabtests (LD_LIBRARY_PATH to that core) and the system 1.17 core's
+# (fabtests 1.17.0 built from the tag). The server is ready when its
+# endpoint's name service listens on TCP 9228 (fabtests' default port;
+# src/dgram/ns.rs). Entries dgram_ft_<version>_<test>; they run with no
+# filter, or when the filter names "dgram_fabtests" or an entry.
+# fi_av_test asks for FI_SOCKADDR addresses (fi_getinfo -FI_ENODATA, which
+# runfabtests counts as Notrun): its entry passes on exit 0 or on exactly that.
+# ----------------------------------------------------------------------------
+# fi_dgram_pingpong runs as in runfabtests' quick set (-I 5; its standard
+# set's 10000 iterations per size take far too long under emulation), once
+# more with -k (FI_MSG_PREFIX forced).
+# PORT:test — the TCP port that shows the server is ready: 9228, its
+# endpoint's name service, or 3000, fabtests' out-of-band socket for the
+# tests that sync through it (FT_OPT_OOB_SYNC/OOB_CTRL) before they open one.
+DGRAM_FT_TESTS=(
+  "9228:fi_dgram"
+  "3000:fi_dgram_pingpong -I 5"
+  "3000:fi_dgram_pingpong -k -I 5"
+  "9228:fi_cq_data -e dgram -o senddata"   # 2.x; 1.17 has no -o
+  "9228:fi_cq_data -e dgram"
+  "3000:fi_av_xfer -e dgram"
+  "9228:fi_dgram_waitset"
+)
+dgram_ft_selected() { # dgram_ft_selected ENTRY
+  [ $# -gt 0 ] || return 1
+  [ "${#DGRAM_FT_FILTER[@]}" -eq 0 ] && return 0
+  local f
+  for f in "${DGRAM_FT_FILTER[@]}"; do
+    [ "$f" = dgram_fabtests ] || [ "$f" = "$1" ] && return 0
+  done
+  return 1
+}
+DGRAM_FT_FILTER=("$@")
+if [ "$SUITE_PROVIDER" = rsverbs ]; then
+  for spec in "2.1.0=${RSVERBS_CORES:-/opt/rsverbs/cores}/2.1.0:lib" "1.17.0=/opt/rsverbs/fabtests-1.17.0:system"; do
+    v=${spec%%=*}; rest=${spec#*=}; pre=${rest%%:*}; how=${rest##*:}
+    if [ "$how" = lib ]; then
+      envs="env -u FI_PROVIDER LD_LIBRARY_PATH=$pre/lib FI_PROVIDER_PATH=$FI_PROVIDER_PATH"
+    else
+      envs="env -u FI_PROVIDER FI_PROVIDER_PATH=$FI_PROVIDER_PATH"
+    fi
+    for pt in "${DGRAM_FT_TESTS[@]}"; do
+      port=${pt%%:*}; t=${pt#*:}
+      set -- $t
+      ename="dgram_ft_${v}_$(printf '%s' "$t" | tr -c 'A-Za-z0-9_.-' '_')"
+      dgram_ft_selected "$ename" || continue
+      case "$v:$t" in 1.*:*" -o "*|2.*:"fi_cq_data -e dgram") continue ;; esac
+      if [ ! -x "$pre/bin/$1" ]; then
+        lab_log "dgram fabtests: $v has no $1"
+        continue
+      fi
+      prog="$pre/bin/$1"; shift
+      PAIR_PORT=$port PAIR_RETRIES=1 run_pair "$ename" "$envs $prog $* -p verbs -s $LAB_IP" \
+        "$envs $prog $* -p verbs -s $LAB_IP $LAB_IP" 180
+      record "$ename" $?
+    done
+    # runfabtests' negative unit test: a peer name that does not resolve
+    # must end fi_getinfo with -FI_ENODATA (exit 61).
+    ename="dgram_ft_${v}_fi_dgram_g00n13s"
+    if dgram_ft_selected "$ename" && [ -x "$pre/bin/fi_dgram" ]; then
+      log="$LAB_OUT/$ename.log"
+      with_timeout 120 $envs "$pre/bin/fi_dgram" -p verbs g00n13s >"$log" 2>&1
+      rc=$?
+      if [ "$rc" = 61 ]; then rc=0; else tail -n 20 "$log"; rc=1; fi
+      record "$ename" "$rc"
+    fi
+    ename="dgram_ft_${v}_fi_av_test_-e_dgram"
+    if dgram_ft_selected "$ename" && [ -x "$pre/bin/fi_av_test" ]; then
+      log="$LAB_OUT/$ename.log"
+      with_timeout 120 $envs "$pre/bin/fi_av_test" -g "$LAB_IP" -n 1 -s "$LAB_IP" -e dgram -p verbs >"$log" 2>&1
+      rc=$?
+      # fi_av_test asks hints->addr_format FI_SOCKADDR, which DGRAM
+      # endpoints (FI_ADDR_IB_UD, as libfabric's verbs) do not offer:
+      # -FI_ENODATA from its fi_getinfo, which runfabtests counts as Notrun.
+      if [ "$rc" = 61 ] && grep -q "^fi_getinfo(): unit/av_test.c.*ret=-61" "$log"; then
+        lab_log "dgram fabtests: $v fi_av_test -e dgram: Notrun (it asks FI_SOCKADDR addresses; DGRAM uses FI_ADDR_IB_UD)"; rc=0
+      fi
+      [ "$rc" = 0 ] || tail -n 20 "$log"
+      record "$ename" "$rc"
+    fi
+  done
+  set --
+  set -- "${DGRAM_FT_FILTER[@]}"
+fi
+
 # ---- C operation tests (tests/c) -------------------------------------------
 
 # name:program[:arg...]  (the test name is what the program prints)
@@ -187,6 +276,8 @@ CTESTS=(
   msg_srx:msg_srx
   # issue 23 item 4: RDM without FI_MR_LOCAL (registration cache, uffd monitor)
   rdm_nomrlocal:rdm_nomrlocal
+  # issue 22 item 2: FI_EP_DGRAM over UD QPs
+  dgram_sendrecv:dgram_sendrecv
 )
 CTEST_TIMEOUT="${CTEST_TIMEOUT:-180}"
 

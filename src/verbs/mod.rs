@@ -12,6 +12,7 @@
 
 pub mod cm;
 pub mod mem;
+pub mod ud;
 
 use std::ffi::CStr;
 use std::os::fd::RawFd;
@@ -24,12 +25,12 @@ use rdma_sys as ffi;
 /// A positive errno value returned by a verbs call.
 pub type Errno = i32;
 
-fn errno() -> Errno {
+pub(crate) fn errno() -> Errno {
     std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO)
 }
 
 /// Maps a verbs return code (0, -errno or errno, with errno set) to a Result.
-fn check(ret: i32) -> Result<(), Errno> {
+pub(crate) fn check(ret: i32) -> Result<(), Errno> {
     match ret {
         0 => Ok(()),
         r if r < 0 => {
@@ -121,6 +122,8 @@ pub struct DeviceAttr {
 #[derive(Debug, Clone, Default)]
 pub struct PortAttr {
     pub state: u32,
+    /// The port's LID (InfiniBand; 0 on RoCE).
+    pub lid: u16,
     pub max_mtu: u32,
     pub active_mtu: u32,
     pub gid_tbl_len: i32,
@@ -193,6 +196,7 @@ impl Context {
         check(unsafe { ffi::___ibv_query_port(self.raw(), port, &mut a) })?;
         Ok(PortAttr {
             state: a.state,
+            lid: a.lid,
             max_mtu: a.max_mtu,
             active_mtu: a.active_mtu,
             gid_tbl_len: a.gid_tbl_len,
