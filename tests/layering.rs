@@ -11,11 +11,14 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 /// Pairs of modules that still import each other, and why.
-const KNOWN_CYCLES: &[(&str, &str, &str)] = &[(
-    "ep",
-    "info",
-    "an fi_info's handle holds a connection request or a passive endpoint (ep), which are opened from an fi_info",
-)];
+const KNOWN_CYCLES: &[(&str, &str, &str)] = &[
+    ("ep", "info", "an fi_info's handle holds a connection request or a passive endpoint (ep), which are opened from an fi_info"),
+    (
+        "dgram::info",
+        "info",
+        "fi_getinfo dispatches FI_EP_DGRAM requests to dgram::info, which answers them with info's shared hint matching",
+    ),
+];
 
 fn rs_files(dir: &Path, out: &mut Vec<PathBuf>) {
     for e in fs::read_dir(dir).unwrap() {
