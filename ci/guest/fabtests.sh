@@ -27,6 +27,29 @@ _ft_known() { # _ft_known V P NAME : true if NAME is a listed known failure
     END { exit !found }' "$(dirname "${BASH_SOURCE[0]}")/fabtests-known.txt"
 }
 
+# _ft_timing BLOCK : true if a unit test failed only on one of fabtests' own
+# elapsed-time bounds ("fi_eq_sread slept N ms", "fi_cq_sread - signal
+# ignored"): under TCG emulation a loaded host can stall the guest past them.
+_ft_timing() {
+  grep -q '^  server_cmd:' "$1" && ! grep -q '^  client_cmd:' "$1" &&
+    grep -Eq 'slept [0-9]+ ms|signal ignored' "$1"
+}
+
+# _ft_rerun DIR PREFIX BLOCK : runs the block's (unit test) command once more,
+# alone, in the same environment; appends its output to BLOCK.
+_ft_rerun() {
+  local dir="$1" pre="$2" block="$3" cmd rc
+  cmd=$(sed -n 's/^  server_cmd: *//p' "$block" | head -1)
+  [ -n "$cmd" ] || return 1
+  printf -- '--- run again alone: %s\n' "$cmd" >>"$block"
+  (cd "$dir" && with_timeout "${FABTESTS_TEST_TIMEOUT:-120}" env -u FI_PROVIDER \
+     LD_LIBRARY_PATH="$pre/lib" FI_PROVIDER_PATH="${FI_PROVIDER_PATH:-$PWD/target/prov}" \
+     PATH="$pre/bin:$PATH" bash -c "$cmd") >>"$block" 2>&1
+  rc=$?
+  printf -- '--- rc %d\n' "$rc" >>"$block"
+  [ "$rc" = 0 ]
+}
+
 # fabtests_run V PREFIX PROVIDER TAG
 fabtests_run() {
   local v="$1" pre="$2" prov="$3" tag="$4"
@@ -49,14 +72,26 @@ fabtests_run() {
   printf '%s\t%s\tpass %d\tfail %d\tnotrun %d\texcluded %d\trc %d\n' "$v" "$prov" "$np" "$nf" "$nn" "$ne" "$rc" \
     >>"$LAB_OUT/fabtests-summary.txt"
   lab_log "fabtests: $v $prov: pass $np, fail $nf, notrun $nn, excluded $ne (runfabtests rc=$rc)"
+  local entry block cmd
   while IFS=$'\t' read -r name res; do
     case "$res" in
       Fail*)
+        entry="fabtests_${v}_${tag}_$(printf '%s' "$name" | tr -c 'A-Za-z0-9_.-' '_')"
+        # The test's own block of the log (its command and output), where
+        # the test command shows a failure's log.
+        block="$LAB_OUT/$entry.log"
+        awk -v n="$name" '/^- name:/ { l = $0; sub(/^- name: +/, ""); on = ($0 == n); if (on) print l; next } on' "$log" >"$block"
         if _ft_known "$v" "$tag" "$name"; then
           lab_log "fabtests: known failure: $name"
+        elif _ft_timing "$block" && _ft_rerun "$dir" "$pre" "$block"; then
+          # A timing bound of fabtests' own (fi_eq_test allows 5 ms for an
+          # sread with an event queued) missed under a loaded emulated lab,
+          # and met when the test ran again alone: logged, not a failure.
+          lab_log "fabtests: $name failed a timing bound and passed when run again alone ($block)"
+          printf '%s\t%s\ttiming retry passed\t%s\n' "$v" "$tag" "$name" >>"$LAB_OUT/fabtests-summary.txt"
         else
           unlisted=$((unlisted + 1))
-          record "fabtests_${v}_${tag}_$(printf '%s' "$name" | tr -c 'A-Za-z0-9_.-' '_')" 1
+          record "$entry" 1
         fi ;;
     esac
   done <"$dir/results.tsv"
