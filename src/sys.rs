@@ -279,9 +279,60 @@ impl Epoll {
     }
 }
 
+/// A monotonic one-shot timer whose fd becomes readable when it expires
+/// (`timerfd_create(2)`): lets a waiter that sleeps on an epoll set wake for
+/// a deadline of the provider's own (an RDM connection's next attempt).
+pub struct TimerFd {
+    fd: OwnedFd,
+}
+
+impl TimerFd {
+    pub fn new() -> Result<Self, i32> {
+        // SAFETY: plain syscall; the returned fd is owned by OwnedFd.
+        let fd = unsafe { libc::timerfd_create(libc::CLOCK_MONOTONIC, libc::TFD_NONBLOCK | libc::TFD_CLOEXEC) };
+        if fd < 0 {
+            return Err(last_errno());
+        }
+        // SAFETY: fd is a fresh descriptor we own.
+        Ok(TimerFd { fd: unsafe { OwnedFd::from_raw_fd(fd) } })
+    }
+
+    /// Expires once after `ms` milliseconds (0: disarms). Setting it also
+    /// clears an earlier expiry, so the fd is not readable until then.
+    pub fn set_ms(&self, ms: u64) -> Result<(), i32> {
+        let ts = libc::itimerspec {
+            it_interval: libc::timespec { tv_sec: 0, tv_nsec: 0 },
+            it_value: libc::timespec { tv_sec: (ms / 1000) as libc::time_t, tv_nsec: ((ms % 1000) * 1_000_000) as libc::c_long },
+        };
+        // SAFETY: valid timerfd, a settings struct on our stack, no old value asked.
+        let r = unsafe { libc::timerfd_settime(self.fd.as_raw_fd(), 0, &ts, std::ptr::null_mut()) };
+        if r < 0 {
+            return Err(last_errno());
+        }
+        Ok(())
+    }
+
+    pub fn raw(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn timerfd_becomes_readable_when_it_expires_and_not_before() {
+        let t = TimerFd::new().unwrap();
+        let ep = Epoll::new().unwrap();
+        ep.add(t.raw(), 1).unwrap();
+        assert_eq!(ep.wait(0).unwrap(), 0, "unarmed: not readable");
+        t.set_ms(30).unwrap();
+        assert_eq!(ep.wait(0).unwrap(), 0, "armed, not yet expired");
+        assert_eq!(ep.wait(2000).unwrap(), 1, "expired within the wait");
+        t.set_ms(0).unwrap();
+        assert_eq!(ep.wait(0).unwrap(), 0, "disarming clears the expiry");
+    }
 
     #[test]
     fn incarnations_are_nonzero_and_differ() {

@@ -249,6 +249,7 @@ CTESTS=(
   rdm_simul:rdm_simul
   rdm_peerkill:rdm_peerkill
   rdm_restart:rdm_restart
+  rdm_late_peer:rdm_late_peer
   rdm_eager_mismatch:rdm_eager_mismatch
   rdm_inject_burst:rdm_inject_burst
   rdm_idle_peers:rdm_idle_peers
@@ -486,7 +487,7 @@ REL_LSAN_TESTS=(msg_connect msg_sendrecv msg_rma msg_shutdown cntr_msg rdm_sendr
   rdm_rma rdm_source rdm_multi rdm_simul rdm_inject_burst rdm_idle_peers rdm_waitloop rdm_auto rdm_eager_mismatch
   # peers killed, restarted or disconnected behind our back, many peers,
   # full queues: what failing connections and graves free
-  rdm_peerkill rdm_restart rdm_inject_fail msg_peerkill rdm_manypeers fault_queues
+  rdm_peerkill rdm_restart rdm_late_peer rdm_inject_fail msg_peerkill rdm_manypeers fault_queues
   # transfers longer than the device's largest message, and a peer killed in one
   rdm_bigrma msg_bigrma rdm_bigrma:kill
   # buffers without descriptors: the registration cache and its monitor thread

@@ -65,6 +65,12 @@ pub const SEND_SLOTS_ENV: &str = "FI_RSVERBS_SEND_SLOTS";
 /// addresses inside the kernel, past any packet filter, so the lab cannot
 /// lose a DREQ otherwise. Logged at warning level when set.
 pub const FAULT_LOSE_DISCONNECT_ENV: &str = "FI_RSVERBS_FAULT_LOSE_DISCONNECT";
+/// Environment variable: for how long (ms) an RDM endpoint keeps trying to
+/// reach a peer that nobody listens for yet (a refused first connection:
+/// the peer's process is still starting). 0: fail at the first refusal.
+pub const CONNECT_RETRY_ENV: &str = "FI_RSVERBS_CONNECT_RETRY_MS";
+/// Default of `CONNECT_RETRY_ENV`.
+pub const DEFAULT_CONNECT_RETRY_MS: u64 = 5000;
 /// Smallest shared pool (room for the floors of a few peers).
 pub const MIN_SRQ_SIZE: u32 = 16;
 /// Default send slots per endpoint.
@@ -90,6 +96,8 @@ pub struct RdmConfig {
     pub send_slots: usize,
     /// `FAULT_LOSE_DISCONNECT_ENV`: ignore DISCONNECTED (tests only).
     pub lose_disconnect: bool,
+    /// `CONNECT_RETRY_ENV`: how long a refused first connection is retried.
+    pub connect_retry_ms: u64,
 }
 
 impl Default for RdmConfig {
@@ -100,6 +108,7 @@ impl Default for RdmConfig {
             srq_size: None,
             send_slots: DEFAULT_SEND_SLOTS,
             lose_disconnect: false,
+            connect_retry_ms: DEFAULT_CONNECT_RETRY_MS,
         }
     }
 }
@@ -147,7 +156,8 @@ impl RdmConfig {
         if lose_disconnect {
             tracing::warn!("{FAULT_LOSE_DISCONNECT_ENV} is set: RDM endpoints ignore disconnects (fault injection)");
         }
-        RdmConfig { eager_size, peer_credits, srq_size, send_slots, lose_disconnect }
+        let connect_retry_ms = num(CONNECT_RETRY_ENV).map_or(DEFAULT_CONNECT_RETRY_MS, |n| n.min(3_600_000));
+        RdmConfig { eager_size, peer_credits, srq_size, send_slots, lose_disconnect, connect_retry_ms }
     }
 
     /// The shared pool's size for an endpoint with `rx_size` (None: no SRQ).
@@ -232,6 +242,9 @@ mod tests {
         assert!(!c.lose_disconnect, "fault injection is off unless asked");
         assert!(RdmConfig::from_lookup(lookup(&[(FAULT_LOSE_DISCONNECT_ENV, "1")])).lose_disconnect);
         assert!(!RdmConfig::from_lookup(lookup(&[(FAULT_LOSE_DISCONNECT_ENV, "0")])).lose_disconnect);
+        assert_eq!(c.connect_retry_ms, DEFAULT_CONNECT_RETRY_MS);
+        assert_eq!(RdmConfig::from_lookup(lookup(&[(CONNECT_RETRY_ENV, "0")])).connect_retry_ms, 0, "0: no retries");
+        assert_eq!(RdmConfig::from_lookup(lookup(&[(CONNECT_RETRY_ENV, "soon")])).connect_retry_ms, DEFAULT_CONNECT_RETRY_MS);
         assert_eq!(c.pool_size(384), Some(384), "the pool follows rx_size");
         assert_eq!(c.pool_size(4), Some(MIN_SRQ_SIZE));
         let c = RdmConfig::from_lookup(lookup(&[(SRQ_SIZE_ENV, "0"), (SEND_SLOTS_ENV, "1")]));

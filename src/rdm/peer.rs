@@ -319,6 +319,12 @@ pub struct Peer {
     /// In the endpoint's list of peers the next partial drain visits
     /// (`Net::pending`): set with the entry, cleared when it is taken.
     pub pending: bool,
+    /// When we first tried to connect to the peer (`coarse_ms`; 0: it
+    /// connected to us, or a connection of ours came up): a refusal within
+    /// `RdmConfig::connect_retry_ms` of it is tried again (`Net::redial`).
+    pub dial_since: u64,
+    /// Connection attempts made since `dial_since` (for the backoff).
+    pub dials: u32,
 }
 
 impl Peer {
@@ -346,6 +352,8 @@ impl Peer {
             eager_limit: usize::MAX,
             src_cache: (0, 0),
             pending: false,
+            dial_since: 0,
+            dials: 0,
         }
     }
 

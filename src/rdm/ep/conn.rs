@@ -36,6 +36,18 @@ impl Net {
         if self.peers.contains_key(&addr) {
             return Ok(self.peers.get_mut(&addr).expect("just found"));
         }
+        let conn_id = self.dial(addr)?;
+        let mut p = Peer::new(addr);
+        p.send_conn = Some(conn_id);
+        p.conns.push(conn_id);
+        p.dial_since = crate::sys::coarse_ms().max(1);
+        p.dials = 1;
+        Ok(self.peers.get_or_insert_with(addr, || p))
+    }
+
+    /// Starts a connection to `addr` (address resolution; the events do the
+    /// rest): its id.
+    pub(super) fn dial(&mut self, addr: SocketAddr) -> FiResult<u32> {
         let conn_id = self.next_conn;
         self.next_conn += 1;
         let id = CmId::new_sync().map_err(FiError::from_errno)?;
@@ -50,10 +62,50 @@ impl Net {
         tracing::debug!("rdm: connecting to {addr} (conn {conn_id})");
         self.conns.insert(conn_id, Conn { id, peer: addr, active: true, stage: Stage::Resolving, res: None });
         self.settling = true;
-        let mut p = Peer::new(addr);
-        p.send_conn = Some(conn_id);
-        p.conns.push(conn_id);
-        Ok(self.peers.get_or_insert_with(addr, || p))
+        Ok(conn_id)
+    }
+
+    /// A first connection of ours to the peer was refused with no reason of
+    /// an rsverbs endpoint (nobody listens at its address: its process is
+    /// still starting): if it is within `retry_ms` of the first attempt, the
+    /// refused connection is dropped, the peer and its queue stay, and
+    /// another attempt is due after a backoff (20 ms doubling to 500 ms).
+    /// False: give up (the caller fails the peer).
+    pub(super) fn try_redial(&mut self, conn_id: u32, retry_ms: u64) -> bool {
+        let Some(addr) = self.conns.get(&conn_id).filter(|c| c.active).map(|c| c.peer) else { return false };
+        let now = crate::sys::coarse_ms();
+        let Some(p) = self.peers.get(&addr) else { return false };
+        if p.send_conn != Some(conn_id) || p.dial_since == 0 || now.saturating_sub(p.dial_since) >= retry_ms {
+            return false;
+        }
+        let backoff = (20u64 << p.dials.min(5)).min(500);
+        tracing::info!(
+            "rdm: {addr} refused the connection (nobody listening yet?); trying again in {backoff} ms (attempt {}, for up to {retry_ms} ms)",
+            p.dials + 1
+        );
+        self.drop_conn(conn_id);
+        self.redial.push((addr, now + backoff));
+        true
+    }
+
+    /// Sets the endpoint's timer for the next `redial` that is due (or
+    /// disarms it), so that a waiter sleeping on the endpoint's fd wakes for it.
+    pub(super) fn arm_timer(&mut self) {
+        let next = self.redial.iter().map(|(_, due)| *due).min();
+        let r = match next {
+            Some(due) => {
+                self.timer_armed = true;
+                self.timer.set_ms(due.saturating_sub(crate::sys::coarse_ms()).max(1))
+            }
+            None if self.timer_armed => {
+                self.timer_armed = false;
+                self.timer.set_ms(0)
+            }
+            None => Ok(()),
+        };
+        if let Err(e) = r {
+            tracing::warn!("rdm: timerfd_settime failed: {}", ioerr(e));
+        }
     }
 
     /// Creates a connection's QP (attached to the shared receive queue, or
@@ -410,6 +462,7 @@ impl Inner {
                     }
                 }
                 peer.ready = true;
+                peer.dial_since = 0;
                 peer.release_pre();
                 tracing::debug!("rdm: connected to {addr} (conn {conn_id})");
                 net.log_memory("connected");
@@ -420,11 +473,14 @@ impl Inner {
                     // The peer connects to us instead; our queue waits for its request.
                     tracing::debug!("rdm: {addr} keeps its own connection (tie-break)");
                     net.drop_conn(conn_id);
+                } else if reason.is_none() && net.try_redial(conn_id, ctx.cfg.connect_retry_ms) {
+                    // Nobody listens yet: tried again shortly (`redial_due`).
                 } else {
                     tracing::info!("rdm: {addr} refused the connection (status {}, reason {reason:?})", ev.status);
                     self.conn_failed(conn_id, FI_ECONNREFUSED);
                 }
             }
+            CmEventKind::Unreachable if net.try_redial(conn_id, ctx.cfg.connect_retry_ms) => {}
             CmEventKind::Unreachable | CmEventKind::AddrError | CmEventKind::RouteError => {
                 tracing::info!("rdm: {addr} unreachable ({:?}, status {})", ev.kind, ev.status);
                 self.conn_failed(conn_id, FI_EHOSTUNREACH);
@@ -554,6 +610,52 @@ impl Inner {
         net.log_memory("accepted");
     }
 
+    /// Makes the `redial` attempts that are due: a new connection for each
+    /// peer still waiting (one that connected to us meanwhile, or was
+    /// forgotten, needs none).
+    pub(super) fn redial_due(&mut self, now: u64) {
+        let Some(net) = &mut self.net else { return };
+        if !net.redial.iter().any(|(_, due)| *due <= now) {
+            return;
+        }
+        let (due, wait): (Vec<_>, Vec<_>) = std::mem::take(&mut net.redial).into_iter().partition(|(_, d)| *d <= now);
+        net.redial = wait;
+        for (addr, _) in due {
+            let Some(net) = &mut self.net else { return };
+            if net.peers.get(&addr).is_none_or(|p| p.send_conn.is_some()) {
+                continue;
+            }
+            match net.dial(addr) {
+                Ok(conn_id) => {
+                    let p = net.peers.get_mut(&addr).expect("checked");
+                    p.send_conn = Some(conn_id);
+                    p.conns.push(conn_id);
+                    p.dials += 1;
+                    net.dirty = true;
+                }
+                Err(e) => self.fail_peer(addr, e.0),
+            }
+        }
+    }
+
+    /// Fails a peer that has no connection (a retry could not start):
+    /// everything queued for it completes with `err`, and it is forgotten.
+    pub(super) fn fail_peer(&mut self, addr: SocketAddr, err: i32) {
+        let Some(net) = &mut self.net else { return };
+        net.dirty = true;
+        let limbo = net.rx.as_mut().map_or(0, |p| p.bank.retire(&addr));
+        net.bury(Vec::new(), limbo);
+        let mut done = Vec::new();
+        let mut reads = Vec::new();
+        take_peer(net, addr, err, &mut done, &mut reads);
+        for (d, e) in done {
+            self.tx_done(d, e);
+        }
+        for r in reads {
+            self.piece_done(r, Some(err));
+        }
+    }
+
     /// Connects an active connection whose route is resolved, once the
     /// receive pool can give the peer its floor of credits (else it waits,
     /// stage WaitPool, and progress retries).
@@ -642,37 +744,42 @@ impl Inner {
         };
         net.bury(dead, limbo);
         if is_peer_conn {
-            if let Some(mut peer) = net.peers.remove(&addr) {
-                tracing::info!("rdm: lost the connection to {addr}; failing its operations ({err})");
-                let mut outs: Vec<Out> = peer.pre.drain(..).collect();
-                if let Some(f) = peer.flow.as_mut() {
-                    outs.extend(f.take_queue());
-                }
-                for o in outs {
-                    match o {
-                        Out::Eager { done: d, .. } | Out::WriteData { done: d, .. } => done.push((d, Some(err))),
-                        Out::Rts { .. } | Out::Fin { .. } | Out::Nack { .. } => {}
-                    }
-                }
-                for op in peer.rma.drain(..) {
-                    done.push((op.done(), Some(err)));
-                }
-                for p in peer.reads.drain(..) {
-                    reads.push(p.read_id);
-                }
-                let keys: Vec<(SocketAddr, u64)> = net.rndv_sends.keys().filter(|(a, _)| *a == addr).copied().collect();
-                for k in keys {
-                    if let Some(s) = net.rndv_sends.remove(&k) {
-                        done.push((s.done, Some(err)));
-                    }
-                }
-            }
+            take_peer(net, addr, err, &mut done, &mut reads);
         }
         for (d, e) in done {
             self.tx_done(d, e);
         }
         for r in reads {
             self.piece_done(r, Some(err));
+        }
+    }
+}
+
+/// Forgets the peer at `addr`: what was queued or outstanding for it goes to
+/// `done` (to complete with `err`) and `reads` (pieces to fail).
+fn take_peer(net: &mut Net, addr: SocketAddr, err: i32, done: &mut Vec<(TxDone, Option<i32>)>, reads: &mut Vec<u64>) {
+    let Some(mut peer) = net.peers.remove(&addr) else { return };
+    tracing::info!("rdm: lost the connection to {addr}; failing its operations ({err})");
+    let mut outs: Vec<Out> = peer.pre.drain(..).collect();
+    if let Some(f) = peer.flow.as_mut() {
+        outs.extend(f.take_queue());
+    }
+    for o in outs {
+        match o {
+            Out::Eager { done: d, .. } | Out::WriteData { done: d, .. } => done.push((d, Some(err))),
+            Out::Rts { .. } | Out::Fin { .. } | Out::Nack { .. } => {}
+        }
+    }
+    for op in peer.rma.drain(..) {
+        done.push((op.done(), Some(err)));
+    }
+    for p in peer.reads.drain(..) {
+        reads.push(p.read_id);
+    }
+    let keys: Vec<(SocketAddr, u64)> = net.rndv_sends.keys().filter(|(a, _)| *a == addr).copied().collect();
+    for k in keys {
+        if let Some(s) = net.rndv_sends.remove(&k) {
+            done.push((s.done, Some(err)));
         }
     }
 }

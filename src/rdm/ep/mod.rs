@@ -244,6 +244,14 @@ struct Net {
     starved_since: Option<u64>,
     /// Since when a connection we make has waited for free receive buffers.
     pool_wait_since: Option<u64>,
+    /// Peers whose first connection was refused (nobody listens yet), with
+    /// when (`coarse_ms`) to try again; their queues wait meanwhile.
+    redial: Vec<(SocketAddr, u64)>,
+    /// Wakes a waiter on the endpoint's fd when the next `redial` is due;
+    /// `timer_armed`: whether it is set (so that arming costs no system call
+    /// when nothing waits to be retried).
+    timer: sys::TimerFd,
+    timer_armed: bool,
     /// Kept alive: the endpoint listens as long as it is enabled.
     _listener: CmId,
     local: SocketAddr,
@@ -263,7 +271,7 @@ struct Net {
     /// `FI_RSVERBS_SRQ_SIZE=0`; each connection has its own buffers).
     rx: Option<RecvPool>,
     send: SendPool,
-    /// The fd `wait_fd` reports (the CQ channel and the rdma-cm channel).
+    /// The fd `wait_fd` reports (the CQ channel, the rdma-cm channel and `timer`).
     _wait: sys::Epoll,
     channel: EventChannel,
 }
@@ -673,6 +681,8 @@ impl RdmEp {
         let wait = sys::Epoll::new().map_err(FiError::from_errno)?;
         wait.add(comp.fd(), 1).map_err(FiError::from_errno)?;
         wait.add(channel.fd(), 2).map_err(FiError::from_errno)?;
+        let timer = sys::TimerFd::new().map_err(FiError::from_errno)?;
+        wait.add(timer.raw(), 3).map_err(FiError::from_errno)?;
         let _ = self.wait_fd.set(wait.raw());
         g.net = Some(Net {
             conns: HintMap::default(),
@@ -696,6 +706,9 @@ impl RdmEp {
             repost: Vec::with_capacity(REPOST_BATCH),
             starved_since: None,
             pool_wait_since: None,
+            redial: Vec::new(),
+            timer,
+            timer_armed: false,
             _listener: listener,
             local,
             name,

@@ -17,7 +17,12 @@ impl Progress for RdmEp {
             return false;
         }
         // Work that arrived before the arm raises no event: look once more.
-        !g.progress_with(&self.ctx, true)
+        let idle = !g.progress_with(&self.ctx, true);
+        // A connection attempt waiting to be made again wakes the waiter.
+        if let Some(net) = g.net.as_mut().filter(|n| n.timer_armed || !n.redial.is_empty()) {
+            net.arm_timer();
+        }
+        idle
     }
 
     fn wait_fd(&self) -> Option<RawFd> {
@@ -115,6 +120,10 @@ impl Inner {
         if !net.graves.is_empty() {
             net.expire_graves(now);
         }
+        if !net.redial.is_empty() {
+            self.redial_due(now);
+        }
+        let Some(net) = &mut self.net else { return any };
         if settling {
             let waiting: Vec<u32> = net.conns.iter().filter(|(_, c)| c.stage == Stage::WaitPool).map(|(k, _)| *k).collect();
             for c in waiting {
