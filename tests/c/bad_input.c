@@ -589,8 +589,14 @@ static void phase_getinfo(void)
 
 	HINT_ROW("fi_getinfo: hints ep_type FI_EP_SOCK_STREAM", -FI_ENODATA,
 		 h->ep_attr->type = FI_EP_SOCK_STREAM);
-	HINT_ROW("fi_getinfo: hints ep_type FI_EP_DGRAM", -FI_ENODATA,
-		 h->ep_attr->type = FI_EP_DGRAM);
+	/* DGRAM endpoints offer FI_MSG over FI_ADDR_IB_UD addresses: the MSG
+	 * hints' FI_RMA and FI_SOCKADDR_IN match none of them, each alone. */
+	HINT_ROW("fi_getinfo: hints ep_type FI_EP_DGRAM with FI_RMA (DGRAM: no RMA)", -FI_ENODATA,
+		 { h->ep_attr->type = FI_EP_DGRAM; h->caps = FI_MSG | FI_RMA; h->addr_format = FI_FORMAT_UNSPEC; });
+	HINT_ROW("fi_getinfo: hints ep_type FI_EP_DGRAM with FI_SOCKADDR_IN (DGRAM: FI_ADDR_IB_UD)", -FI_ENODATA,
+		 { h->ep_attr->type = FI_EP_DGRAM; h->caps = FI_MSG; });
+	HINT_ROW("fi_getinfo: hints ep_type FI_EP_DGRAM, FI_MSG, FI_ADDR_IB_UD (control)", 0,
+		 { h->ep_attr->type = FI_EP_DGRAM; h->caps = FI_MSG; h->addr_format = FI_ADDR_IB_UD; });
 	HINT_ROW("fi_getinfo: hints caps FI_TAGGED", -FI_ENODATA, h->caps |= FI_TAGGED);
 	HINT_ROW("fi_getinfo: hints caps FI_ATOMIC", -FI_ENODATA, h->caps |= FI_ATOMIC);
 	HINT_ROW("fi_getinfo: hints mr_mode 0 (provider needs FI_MR_LOCAL)", -FI_ENODATA,
