@@ -6,9 +6,9 @@
 use std::ffi::{c_char, c_int, c_void};
 use std::sync::Arc;
 
-use super::cq::CqObj;
 use super::domain::DomainObj;
-use super::ep::{iovec_list, ops_flag_control, MAX_IOV};
+use super::ep::{iovec_list, MAX_IOV};
+use super::ep_shared::{self, msg_parts};
 use super::prov::{control_nosys, ops_open_nosys};
 use super::rdm::bufs;
 use super::util::*;
@@ -335,20 +335,17 @@ unsafe extern "C" fn ep_bind(f: *mut fid, bfid: *mut fid, flags: u64) -> c_int {
         // SAFETY: f is a fid per the API.
         let o = unsafe { obj::<DgramEpObj>(f) }?;
         // SAFETY: bfid is a fid per the API.
-        match unsafe { class_of(bfid) }? {
-            // SAFETY: as above.
-            FI_CLASS_CQ => o.inner.bind_cq(&unsafe { obj::<CqObj>(bfid) }?.inner, flags)?,
-            // SAFETY: as above (an AV of another kind is refused by `obj`).
-            FI_CLASS_AV => o.inner.bind_av(&unsafe { obj::<DgramAvObj>(bfid) }?.inner, flags)?,
-            // SAFETY: as above.
-            FI_CLASS_CNTR => o.inner.bind_cntr(&unsafe { obj::<super::cntr::CntrObj>(bfid) }?.inner, flags)?,
-            FI_CLASS_EQ => return crate::fail!(FiError::NOSYS, "fi_ep_bind: DGRAM endpoints report no events through an EQ"),
-            FI_CLASS_SRX_CTX | FI_CLASS_STX_CTX => {
-                return crate::fail!(FiError::NOSYS, "fi_ep_bind: shared contexts are not supported on DGRAM endpoints")
-            }
-            c => return crate::fail!(FiError::INVAL, "fi_ep_bind: cannot bind an object of class {c}"),
+        unsafe {
+            ep_shared::bind(&*o.inner, bfid, flags, |class| match class {
+                // SAFETY: as above (an AV of another kind is refused by `obj`).
+                FI_CLASS_AV => Some(obj::<DgramAvObj>(bfid).and_then(|a| o.inner.bind_av(&a.inner, flags))),
+                FI_CLASS_EQ => Some(crate::fail!(FiError::NOSYS, "fi_ep_bind: DGRAM endpoints report no events through an EQ")),
+                FI_CLASS_SRX_CTX | FI_CLASS_STX_CTX => {
+                    Some(crate::fail!(FiError::NOSYS, "fi_ep_bind: shared contexts are not supported on DGRAM endpoints"))
+                }
+                _ => None,
+            })
         }
-        Ok(0)
     })
 }
 
@@ -356,23 +353,8 @@ unsafe extern "C" fn ep_control(f: *mut fid, command: c_int, arg: *mut c_void) -
     guard("fi_control(dgram ep)", || {
         // SAFETY: f is a fid per the API.
         let o = unsafe { obj::<DgramEpObj>(f) }?;
-        match command {
-            FI_ENABLE => o.inner.enable().map(|_| 0),
-            FI_GETOPSFLAG | FI_SETOPSFLAG => {
-                let get = |tx: bool| if tx { o.inner.tx_op_flags() } else { o.inner.rx_op_flags() };
-                let set = |tx: bool, bits: u64| {
-                    if tx {
-                        o.inner.set_tx_op_flags(bits)
-                    } else {
-                        o.inner.set_rx_op_flags(bits)
-                    }
-                    Ok(())
-                };
-                // SAFETY: arg per fi_control(3).
-                unsafe { ops_flag_control(command, arg, get, set) }
-            }
-            c => crate::fail!(FiError::NOSYS, "fi_control(dgram ep): command {c} not supported"),
-        }
+        // SAFETY: arg per fi_control(3).
+        unsafe { ep_shared::control("dgram ep", &*o.inner, command, arg, |_, _| Ok(())) }
     })
 }
 
@@ -523,17 +505,10 @@ unsafe extern "C" fn msg_sendv(e: *mut fid_ep, iov: *const libc::iovec, desc: *m
 
 unsafe extern "C" fn msg_sendmsg(e: *mut fid_ep, msg: *const fi_msg, flags: u64) -> isize {
     guard_size("fi_sendmsg", || {
-        let msg = nonnull(msg as *mut fi_msg, "fi_sendmsg: msg")?;
-        if flags & !TX_FLAGS != 0 {
-            return crate::fail!(FiError::BADFLAGS, "fi_sendmsg: unsupported flags {:#x}", flags & !TX_FLAGS);
-        }
-        // SAFETY: checked non-NULL; a valid fi_msg per the API.
-        let m = unsafe { &*msg };
+        // SAFETY: a valid fi_msg per the API.
+        let m = unsafe { msg_parts("fi_sendmsg", msg, flags, TX_FLAGS, None) }?;
         // SAFETY: as above.
-        let b = unsafe { iovec_list(m.msg_iov, m.iov_count) }?;
-        let data = if flags & FI_REMOTE_CQ_DATA != 0 { Some(m.data) } else { None };
-        // SAFETY: as above.
-        unsafe { do_send::<MAX_IOV>(e, &b, Some(m.desc), m.addr, data, m.context, Some(flags), false) }
+        unsafe { do_send::<MAX_IOV>(e, &m.bufs, Some(m.desc), m.addr, m.data, m.context, Some(flags), false) }
     })
 }
 
@@ -584,18 +559,9 @@ unsafe extern "C" fn msg_recvv(e: *mut fid_ep, iov: *const libc::iovec, desc: *m
 
 unsafe extern "C" fn msg_recvmsg(e: *mut fid_ep, msg: *const fi_msg, flags: u64) -> isize {
     guard_size("fi_recvmsg", || {
-        let msg = nonnull(msg as *mut fi_msg, "fi_recvmsg: msg")?;
-        if flags & FI_MULTI_RECV != 0 {
-            return crate::fail!(FiError::NOSYS, "fi_recvmsg: FI_MULTI_RECV is not supported on DGRAM endpoints");
-        }
-        if flags & !RX_FLAGS != 0 {
-            return crate::fail!(FiError::BADFLAGS, "fi_recvmsg: unsupported flags {:#x}", flags & !RX_FLAGS);
-        }
-        // SAFETY: checked non-NULL; a valid fi_msg per the API.
-        let m = unsafe { &*msg };
+        // SAFETY: a valid fi_msg per the API.
+        let m = unsafe { msg_parts("fi_recvmsg", msg, flags, RX_FLAGS, Some((FiError::NOSYS, "DGRAM"))) }?;
         // SAFETY: as above.
-        let b = unsafe { iovec_list(m.msg_iov, m.iov_count) }?;
-        // SAFETY: as above.
-        unsafe { do_recv::<MAX_IOV>(e, &b, Some(m.desc), m.context, Some(flags)) }
+        unsafe { do_recv::<MAX_IOV>(e, &m.bufs, Some(m.desc), m.context, Some(flags)) }
     })
 }
