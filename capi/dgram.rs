@@ -264,8 +264,8 @@ static EP_OPS: fi_ops_ep = fi_ops_ep {
     cancel: Some(ep_cancel),
     getopt: Some(ep_getopt),
     setopt: Some(ep_setopt),
-    tx_ctx: Some(ep_tx_ctx),
-    rx_ctx: Some(ep_rx_ctx),
+    tx_ctx: Some(ep_shared::tx_ctx_nosys),
+    rx_ctx: Some(ep_shared::rx_ctx_nosys),
     rx_size_left: Some(ep_rx_size_left),
     tx_size_left: Some(ep_tx_size_left),
 };
@@ -276,10 +276,10 @@ static CM_OPS: fi_ops_cm = fi_ops_cm {
     getname: Some(ep_getname),
     getpeer: Some(ep_getpeer),
     connect: Some(ep_connect),
-    listen: Some(ep_listen),
-    accept: Some(ep_accept),
-    reject: Some(ep_reject),
-    shutdown: Some(ep_shutdown),
+    listen: Some(ep_shared::listen_nosys),
+    accept: Some(ep_shared::accept_nosys),
+    reject: Some(ep_shared::reject_nosys),
+    shutdown: Some(ep_shared::shutdown_nosys),
     join: Some(ep_join),
 };
 
@@ -386,14 +386,6 @@ unsafe extern "C" fn ep_setopt(f: fid_t, _level: c_int, optname: c_int, _v: *con
     })
 }
 
-unsafe extern "C" fn ep_tx_ctx(_s: *mut fid_ep, _i: c_int, _a: *mut fi_tx_attr, _t: *mut *mut fid_ep, _c: *mut c_void) -> c_int {
-    tracing::info!("fi_tx_context: scalable endpoints are not supported");
-    FiError::NOSYS.neg()
-}
-unsafe extern "C" fn ep_rx_ctx(_s: *mut fid_ep, _i: c_int, _a: *mut fi_rx_attr, _t: *mut *mut fid_ep, _c: *mut c_void) -> c_int {
-    tracing::info!("fi_rx_context: scalable endpoints are not supported");
-    FiError::NOSYS.neg()
-}
 unsafe extern "C" fn ep_rx_size_left(e: *mut fid_ep) -> isize {
     // SAFETY: e is a fid per the API.
     guard_size("fi_rx_size_left", || Ok(unsafe { ep(e) }?.inner.rx_left() as isize))
@@ -431,18 +423,6 @@ unsafe extern "C" fn ep_getpeer(_e: *mut fid_ep, _a: *mut c_void, _l: *mut usize
 }
 unsafe extern "C" fn ep_connect(_e: *mut fid_ep, _a: *const c_void, _p: *const c_void, _l: usize) -> c_int {
     tracing::info!("fi_connect: DGRAM endpoints are connectionless");
-    FiError::NOSYS.neg()
-}
-unsafe extern "C" fn ep_listen(_p: *mut fid_pep) -> c_int {
-    FiError::NOSYS.neg()
-}
-unsafe extern "C" fn ep_accept(_e: *mut fid_ep, _p: *const c_void, _l: usize) -> c_int {
-    FiError::NOSYS.neg()
-}
-unsafe extern "C" fn ep_reject(_p: *mut fid_pep, _h: fid_t, _param: *const c_void, _l: usize) -> c_int {
-    FiError::NOSYS.neg()
-}
-unsafe extern "C" fn ep_shutdown(_e: *mut fid_ep, _f: u64) -> c_int {
     FiError::NOSYS.neg()
 }
 unsafe extern "C" fn ep_join(_e: *mut fid_ep, _a: *const c_void, _f: u64, _mc: *mut *mut fid_mc, _c: *mut c_void) -> c_int {

@@ -166,3 +166,26 @@ pub(crate) unsafe fn ops_flag_control(
     }
     Ok(0)
 }
+
+// ---- entry points no connectionless endpoint (RDM, DGRAM) offers ----
+
+pub(crate) unsafe extern "C" fn tx_ctx_nosys(_s: *mut fid_ep, _i: c_int, _a: *mut fi_tx_attr, _t: *mut *mut fid_ep, _c: *mut c_void) -> c_int {
+    tracing::info!("fi_tx_context: scalable endpoints are not supported");
+    FiError::NOSYS.neg()
+}
+pub(crate) unsafe extern "C" fn rx_ctx_nosys(_s: *mut fid_ep, _i: c_int, _a: *mut fi_rx_attr, _t: *mut *mut fid_ep, _c: *mut c_void) -> c_int {
+    tracing::info!("fi_rx_context: scalable endpoints are not supported");
+    FiError::NOSYS.neg()
+}
+pub(crate) unsafe extern "C" fn listen_nosys(_p: *mut fid_pep) -> c_int {
+    FiError::NOSYS.neg()
+}
+pub(crate) unsafe extern "C" fn accept_nosys(_e: *mut fid_ep, _p: *const c_void, _l: usize) -> c_int {
+    FiError::NOSYS.neg()
+}
+pub(crate) unsafe extern "C" fn reject_nosys(_p: *mut fid_pep, _h: fid_t, _param: *const c_void, _l: usize) -> c_int {
+    FiError::NOSYS.neg()
+}
+pub(crate) unsafe extern "C" fn shutdown_nosys(_e: *mut fid_ep, _f: u64) -> c_int {
+    FiError::NOSYS.neg()
+}

@@ -47,8 +47,8 @@ static RDM_EP_OPS: fi_ops_ep = fi_ops_ep {
     cancel: Some(rdm_cancel),
     getopt: Some(rdm_getopt),
     setopt: Some(rdm_setopt),
-    tx_ctx: Some(rdm_tx_ctx),
-    rx_ctx: Some(rdm_rx_ctx),
+    tx_ctx: Some(ep_shared::tx_ctx_nosys),
+    rx_ctx: Some(ep_shared::rx_ctx_nosys),
     rx_size_left: Some(rdm_size_left),
     tx_size_left: Some(rdm_size_left),
 };
@@ -59,10 +59,10 @@ static RDM_CM_OPS: fi_ops_cm = fi_ops_cm {
     getname: Some(rdm_getname),
     getpeer: Some(rdm_getpeer),
     connect: Some(rdm_connect),
-    listen: Some(rdm_listen),
-    accept: Some(rdm_accept),
-    reject: Some(rdm_reject),
-    shutdown: Some(rdm_shutdown),
+    listen: Some(ep_shared::listen_nosys),
+    accept: Some(ep_shared::accept_nosys),
+    reject: Some(ep_shared::reject_nosys),
+    shutdown: Some(ep_shared::shutdown_nosys),
     join: Some(rdm_join),
 };
 
@@ -226,14 +226,6 @@ unsafe extern "C" fn rdm_setopt(f: fid_t, level: c_int, optname: c_int, optval: 
     })
 }
 
-unsafe extern "C" fn rdm_tx_ctx(_s: *mut fid_ep, _i: c_int, _a: *mut fi_tx_attr, _t: *mut *mut fid_ep, _c: *mut c_void) -> c_int {
-    tracing::info!("fi_tx_context: scalable endpoints are not supported");
-    FiError::NOSYS.neg()
-}
-unsafe extern "C" fn rdm_rx_ctx(_s: *mut fid_ep, _i: c_int, _a: *mut fi_rx_attr, _t: *mut *mut fid_ep, _c: *mut c_void) -> c_int {
-    tracing::info!("fi_rx_context: scalable endpoints are not supported");
-    FiError::NOSYS.neg()
-}
 unsafe extern "C" fn rdm_size_left(_e: *mut fid_ep) -> isize {
     FiError::NOSYS.neg() as isize
 }
@@ -268,18 +260,6 @@ unsafe extern "C" fn rdm_getpeer(_e: *mut fid_ep, _a: *mut c_void, _l: *mut usiz
 }
 unsafe extern "C" fn rdm_connect(_e: *mut fid_ep, _a: *const c_void, _p: *const c_void, _l: usize) -> c_int {
     tracing::info!("fi_connect: RDM endpoints connect by themselves");
-    FiError::NOSYS.neg()
-}
-unsafe extern "C" fn rdm_listen(_p: *mut fid_pep) -> c_int {
-    FiError::NOSYS.neg()
-}
-unsafe extern "C" fn rdm_accept(_e: *mut fid_ep, _p: *const c_void, _l: usize) -> c_int {
-    FiError::NOSYS.neg()
-}
-unsafe extern "C" fn rdm_reject(_p: *mut fid_pep, _h: fid_t, _param: *const c_void, _l: usize) -> c_int {
-    FiError::NOSYS.neg()
-}
-unsafe extern "C" fn rdm_shutdown(_e: *mut fid_ep, _f: u64) -> c_int {
     FiError::NOSYS.neg()
 }
 unsafe extern "C" fn rdm_join(_e: *mut fid_ep, _a: *const c_void, _f: u64, _mc: *mut *mut fid_mc, _c: *mut c_void) -> c_int {
