@@ -163,19 +163,8 @@ unsafe extern "C" fn av_remove(a: *mut fid_av, fi_addr: *mut fi_addr_t, count: u
     guard("fi_av_remove", || {
         // SAFETY: a is a fid per the API.
         let o = unsafe { av(a) }?;
-        if flags != 0 {
-            return crate::fail!(FiError::BADFLAGS, "fi_av_remove: flags must be 0");
-        }
-        if count == 0 {
-            return Ok(0);
-        }
-        if fi_addr.is_null() {
-            return crate::fail!(FiError::INVAL, "fi_av_remove: fi_addr is NULL with count {count}");
-        }
-        // SAFETY: the caller passes `count` fi_addr_t values.
-        let v = unsafe { std::slice::from_raw_parts(fi_addr, count) };
-        o.inner.remove(v)?;
-        Ok(0)
+        // SAFETY: fi_addr holds `count` values per the API.
+        unsafe { super::av::remove_checked(fi_addr, count, flags, |v| o.inner.remove(v)) }
     })
 }
 
@@ -183,20 +172,12 @@ unsafe extern "C" fn av_lookup(a: *mut fid_av, fi_addr: fi_addr_t, addr: *mut c_
     guard("fi_av_lookup", || {
         // SAFETY: a is a fid per the API.
         let o = unsafe { av(a) }?;
-        nonnull(addrlen, "fi_av_lookup: addrlen")?;
+        let addrlen = nonnull(addrlen, "fi_av_lookup: addrlen")?;
         let Some(n) = o.inner.lookup(fi_addr) else {
             return crate::fail!(FiError::NOENT, "fi_av_lookup: fi_addr {fi_addr:#x} is not in the address vector");
         };
-        let b = n.to_bytes();
-        // SAFETY: caller-owned size_t.
-        let have = unsafe { *addrlen };
-        let k = have.min(b.len());
-        if k > 0 && !addr.is_null() {
-            // SAFETY: `have` bytes are writable at addr; k <= have.
-            unsafe { std::ptr::copy_nonoverlapping(b.as_ptr(), addr as *mut u8, k) };
-        }
-        // SAFETY: as above.
-        unsafe { *addrlen = b.len() };
+        // SAFETY: (addr, addrlen) per fi_av(3); addrlen checked non-NULL.
+        unsafe { write_addr_truncated(&n.to_bytes(), addr, addrlen) };
         Ok(0)
     })
 }
