@@ -60,15 +60,13 @@ pub unsafe extern "C" fn av_open(domain: *mut fid_domain, attr: *mut fi_av_attr,
         let attr = nonnull(attr, "fi_av_open: attr")?;
         // SAFETY: checked non-NULL; valid per fi_av(3).
         let a = unsafe { &*attr };
+        let a = AvAttr { av_type: a.type_, rx_ctx_bits: a.rx_ctx_bits, count: a.count, named: !a.name.is_null(), flags: a.flags };
         if d.inner.info.ep.type_ == FI_EP_DGRAM {
             // DGRAM domains: FI_ADDR_IB_UD addresses and address handles (capi/dgram.rs).
             // SAFETY: `out` checked non-NULL above.
-            return unsafe { super::dgram::av_open(d, a, out, context) };
+            return unsafe { super::dgram::av_open(d, &a, out, context) };
         }
-        let av = Av::open(
-            &d.inner,
-            &AvAttr { av_type: a.type_, rx_ctx_bits: a.rx_ctx_bits, count: a.count, named: !a.name.is_null(), flags: a.flags },
-        )?;
+        let av = Av::open(&d.inner, &a)?;
         let o = into_c(AvObj {
             fid: fid_av {
                 fid: fid { fclass: FI_CLASS_AV, context, ops: &AV_FI_OPS as *const _ as *mut _ },

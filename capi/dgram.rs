@@ -61,12 +61,9 @@ static AV_OPS: fi_ops_av = fi_ops_av {
 /// `fi_av_open` on a domain opened for `FI_EP_DGRAM` (called by `av.rs`).
 ///
 /// # Safety
-/// `out` is a valid out pointer; `attr` checked non-NULL by the caller.
-pub unsafe fn av_open(d: &DomainObj, a: &fi_av_attr, out: *mut *mut fid_av, context: *mut c_void) -> FiResult<c_int> {
-    let av = DgramAv::open(
-        &d.inner,
-        &AvAttr { av_type: a.type_, rx_ctx_bits: a.rx_ctx_bits, count: a.count, named: !a.name.is_null(), flags: a.flags },
-    )?;
+/// `out` is a valid out pointer.
+pub unsafe fn av_open(d: &DomainObj, a: &AvAttr, out: *mut *mut fid_av, context: *mut c_void) -> FiResult<c_int> {
+    let av = DgramAv::open(&d.inner, a)?;
     let o = into_c(DgramAvObj {
         fid: fid_av {
             fid: fid { fclass: FI_CLASS_AV, context, ops: &AV_FI_OPS as *const _ as *mut _ },
