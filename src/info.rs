@@ -436,6 +436,50 @@ pub(crate) fn pick(hint: usize, default: usize) -> usize {
     }
 }
 
+/// The domain attributes of an info for device `dc`, as RDM and DGRAM give
+/// them (MSG overrides the AV type, the shared receive contexts and the error
+/// data): `control` and `data` are the progress models the endpoint type
+/// offers; threading, progress, resource management, AV type and traffic
+/// class follow the hints `hi`.
+pub(crate) fn domain_attr(req: &Request, dc: &DevCaps, hi: &Info, control: u32, data: u32, mr_mode: i32) -> FiResult<DomainAttr> {
+    Ok(DomainAttr {
+        name: Some(dc.dev.name().to_string()),
+        threading: threading(hi.domain.threading)?,
+        control_progress: progress(req.version, hi.domain.control_progress, control, "control")?,
+        data_progress: progress(req.version, hi.domain.data_progress, data, "data")?,
+        resource_mgmt: if hi.domain.resource_mgmt != FI_RM_UNSPEC { hi.domain.resource_mgmt } else { FI_RM_ENABLED },
+        av_type: hi.domain.av_type,
+        mr_mode,
+        mr_key_size: 4,
+        cq_data_size: 4,
+        cq_cnt: dc.attr.max_cq.max(0) as usize,
+        ep_cnt: dc.attr.max_qp.max(0) as usize,
+        tx_ctx_cnt: dc.attr.max_qp.max(0) as usize,
+        rx_ctx_cnt: dc.attr.max_qp.max(0) as usize,
+        max_ep_tx_ctx: 1,
+        max_ep_rx_ctx: 1,
+        max_ep_stx_ctx: 0,
+        max_ep_srx_ctx: 0,
+        cntr_cnt: CNTR_CNT,
+        mr_iov_limit: 1,
+        caps: DOMAIN_CAPS,
+        mode: 0,
+        auth_key_size: 0,
+        max_err_data: 0,
+        mr_cnt: dc.attr.max_mr.max(0) as usize,
+        tclass: hi.domain.tclass,
+        max_ep_auth_key: 0,
+        max_group_id: 0,
+        max_cntr_value: u64::MAX,
+        max_err_cntr_value: u64::MAX,
+    })
+}
+
+/// The fabric attributes of an info for device `dc`.
+pub(crate) fn fabric_attr(req: &Request, dc: &DevCaps) -> FabricAttr {
+    FabricAttr { name: Some(dc.fabric_name.clone()), prov_name: None, prov_version: PROV_VERSION, api_version: req.version }
+}
+
 /// Builds the info for one device and one address pair, or says why it doesn't fit.
 fn build_info(
     req: &Request,
@@ -589,45 +633,15 @@ fn build_info(
             rx_ctx_cnt: if hi.ep.rx_ctx_cnt == FI_SHARED_CONTEXT { FI_SHARED_CONTEXT } else { 1 },
             auth_key_size: 0,
         },
+        // Connection setup completes inside fi_eq_read (rdma-cm events are
+        // handled there): manual. Transfers are the device's: automatic.
         domain: DomainAttr {
-            name: Some(dc.dev.name().to_string()),
-            threading: threading(hi.domain.threading)?,
-            // Connection setup completes inside fi_eq_read (rdma-cm events are
-            // handled there): manual. Transfers are the device's: automatic.
-            control_progress: progress(req.version, hi.domain.control_progress, FI_PROGRESS_MANUAL, "control")?,
-            data_progress: progress(req.version, hi.domain.data_progress, FI_PROGRESS_AUTO, "data")?,
-            resource_mgmt: if hi.domain.resource_mgmt != FI_RM_UNSPEC { hi.domain.resource_mgmt } else { FI_RM_ENABLED },
             av_type: FI_AV_UNSPEC,
-            mr_mode,
-            mr_key_size: 4,
-            cq_data_size: 4,
-            cq_cnt: dc.attr.max_cq.max(0) as usize,
-            ep_cnt: dc.attr.max_qp.max(0) as usize,
-            tx_ctx_cnt: dc.attr.max_qp.max(0) as usize,
-            rx_ctx_cnt: dc.attr.max_qp.max(0) as usize,
-            max_ep_tx_ctx: 1,
-            max_ep_rx_ctx: 1,
-            max_ep_stx_ctx: 0,
             max_ep_srx_ctx: srx_max,
-            cntr_cnt: CNTR_CNT,
-            mr_iov_limit: 1,
-            caps: DOMAIN_CAPS,
-            mode: 0,
-            auth_key_size: 0,
             max_err_data: CM_DATA_SIZE,
-            mr_cnt: dc.attr.max_mr.max(0) as usize,
-            tclass: hi.domain.tclass,
-            max_ep_auth_key: 0,
-            max_group_id: 0,
-            max_cntr_value: u64::MAX,
-            max_err_cntr_value: u64::MAX,
+            ..domain_attr(req, dc, hi, FI_PROGRESS_MANUAL, FI_PROGRESS_AUTO, mr_mode)?
         },
-        fabric: FabricAttr {
-            name: Some(dc.fabric_name.clone()),
-            prov_name: None,
-            prov_version: PROV_VERSION,
-            api_version: req.version,
-        },
+        fabric: fabric_attr(req, dc),
     })
 }
 
@@ -783,7 +797,6 @@ fn build_rdm_info(req: &Request, dc: &DevCaps, src: Option<SocketAddr>, dest: Op
         (None, f) if f != FI_FORMAT_UNSPEC => f,
         (None, _) => FI_SOCKADDR_IN,
     };
-    let echo = |hint: u32, default: u32| if hint != 0 { hint } else { default };
     let rdm_have = if hi.domain.data_progress == FI_PROGRESS_AUTO || hi.domain.control_progress == FI_PROGRESS_AUTO {
         FI_PROGRESS_AUTO
     } else {
@@ -836,47 +849,12 @@ fn build_rdm_info(req: &Request, dc: &DevCaps, src: Option<SocketAddr>, dest: Op
             rx_ctx_cnt: 1,
             auth_key_size: 0,
         },
-        domain: DomainAttr {
-            name: Some(dc.dev.name().to_string()),
-            threading: threading(hi.domain.threading)?,
-            // Connections, rendezvous and credits advance inside the
-            // application's calls (CQ/counter reads, fi_trywait, data calls).
-            // FI_PROGRESS_AUTO asked for either: the endpoint runs a progress
-            // thread (rdm::auto), which makes both automatic.
-            control_progress: progress(req.version, hi.domain.control_progress, rdm_have, "control")?,
-            data_progress: progress(req.version, hi.domain.data_progress, rdm_have, "data")?,
-            resource_mgmt: echo(hi.domain.resource_mgmt, FI_RM_ENABLED),
-            av_type: hi.domain.av_type,
-            mr_mode,
-            mr_key_size: 4,
-            cq_data_size: 4,
-            cq_cnt: dc.attr.max_cq.max(0) as usize,
-            ep_cnt: dc.attr.max_qp.max(0) as usize,
-            tx_ctx_cnt: dc.attr.max_qp.max(0) as usize,
-            rx_ctx_cnt: dc.attr.max_qp.max(0) as usize,
-            max_ep_tx_ctx: 1,
-            max_ep_rx_ctx: 1,
-            max_ep_stx_ctx: 0,
-            max_ep_srx_ctx: 0,
-            cntr_cnt: CNTR_CNT,
-            mr_iov_limit: 1,
-            caps: DOMAIN_CAPS,
-            mode: 0,
-            auth_key_size: 0,
-            max_err_data: 0,
-            mr_cnt: dc.attr.max_mr.max(0) as usize,
-            tclass: hi.domain.tclass,
-            max_ep_auth_key: 0,
-            max_group_id: 0,
-            max_cntr_value: u64::MAX,
-            max_err_cntr_value: u64::MAX,
-        },
-        fabric: FabricAttr {
-            name: Some(dc.fabric_name.clone()),
-            prov_name: None,
-            prov_version: PROV_VERSION,
-            api_version: req.version,
-        },
+        // Connections, rendezvous and credits advance inside the
+        // application's calls (CQ/counter reads, fi_trywait, data calls).
+        // FI_PROGRESS_AUTO asked for either: the endpoint runs a progress
+        // thread (rdm::auto), which makes both automatic.
+        domain: domain_attr(req, dc, hi, rdm_have, rdm_have, mr_mode)?,
+        fabric: fabric_attr(req, dc),
     })
 }
 

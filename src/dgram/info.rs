@@ -247,7 +247,6 @@ fn build(req: &Request, dc: &DevCaps, src: UdName, dest: Option<UdName>) -> FiRe
         FI_AV_UNSPEC | FI_AV_MAP | FI_AV_TABLE => {}
         _ => return Err(FiError::NODATA),
     }
-    let echo = |hint: u32, default: u32| if hint != 0 { hint } else { default };
     let prefix_mode = if prefix { FI_MSG_PREFIX } else { 0 };
     Ok(Info {
         caps,
@@ -296,43 +295,8 @@ fn build(req: &Request, dc: &DevCaps, src: UdName, dest: Option<UdName>) -> FiRe
             rx_ctx_cnt: 1,
             auth_key_size: 0,
         },
-        domain: DomainAttr {
-            name: Some(dc.dev.name().to_string()),
-            threading: threading(hi.domain.threading)?,
-            // The device moves the datagrams; there is no control traffic.
-            control_progress: progress(req.version, hi.domain.control_progress, FI_PROGRESS_AUTO, "control")?,
-            data_progress: progress(req.version, hi.domain.data_progress, FI_PROGRESS_AUTO, "data")?,
-            resource_mgmt: echo(hi.domain.resource_mgmt, FI_RM_ENABLED),
-            av_type: hi.domain.av_type,
-            mr_mode,
-            mr_key_size: 4,
-            cq_data_size: 4,
-            cq_cnt: dc.attr.max_cq.max(0) as usize,
-            ep_cnt: dc.attr.max_qp.max(0) as usize,
-            tx_ctx_cnt: dc.attr.max_qp.max(0) as usize,
-            rx_ctx_cnt: dc.attr.max_qp.max(0) as usize,
-            max_ep_tx_ctx: 1,
-            max_ep_rx_ctx: 1,
-            max_ep_stx_ctx: 0,
-            max_ep_srx_ctx: 0,
-            cntr_cnt: CNTR_CNT,
-            mr_iov_limit: 1,
-            caps: DOMAIN_CAPS,
-            mode: 0,
-            auth_key_size: 0,
-            max_err_data: 0,
-            mr_cnt: dc.attr.max_mr.max(0) as usize,
-            tclass: hi.domain.tclass,
-            max_ep_auth_key: 0,
-            max_group_id: 0,
-            max_cntr_value: u64::MAX,
-            max_err_cntr_value: u64::MAX,
-        },
-        fabric: FabricAttr {
-            name: Some(dc.fabric_name.clone()),
-            prov_name: None,
-            prov_version: PROV_VERSION,
-            api_version: req.version,
-        },
+        // The device moves the datagrams; there is no control traffic.
+        domain: domain_attr(req, dc, hi, FI_PROGRESS_AUTO, FI_PROGRESS_AUTO, mr_mode)?,
+        fabric: fabric_attr(req, dc),
     })
 }
