@@ -99,6 +99,26 @@ pub struct AvAttr {
     pub flags: u64,
 }
 
+/// `fi_ep_bind(ep, av, flags)` for the connectionless endpoints (RDM, DGRAM):
+/// flags 0, the endpoint not enabled yet (`enabled`: enabled or closed), the
+/// AV in the endpoint's domain, one AV per endpoint. Records it in `slot`.
+pub fn bind_av<A: HasRefs>(slot: &mut Option<Hold<A>>, enabled: bool, ep_domain: &Arc<Domain>, av: &Arc<A>, av_domain: &Arc<Domain>, flags: u64) -> FiResult<()> {
+    if flags != 0 {
+        return crate::fail!(FiError::BADFLAGS, "fi_ep_bind: AV bind flags must be 0");
+    }
+    if enabled {
+        return crate::fail!(FiError::OPBADSTATE, "fi_ep_bind: endpoint already enabled");
+    }
+    if !Arc::ptr_eq(av_domain, ep_domain) {
+        return crate::fail!(FiError::DOMAIN, "fi_ep_bind: AV belongs to another domain");
+    }
+    if slot.is_some() {
+        return crate::fail!(FiError::INVAL, "fi_ep_bind: an AV is already bound");
+    }
+    *slot = Some(Hold::new(av));
+    Ok(())
+}
+
 impl AvAttr {
     /// The checks of `fi_av_open` every address vector kind makes: a known
     /// type (`unspec`: the kind's default for `FI_AV_UNSPEC`), no scalable

@@ -482,20 +482,8 @@ impl RdmEp {
     /// `fi_ep_bind` to an address vector.
     pub fn bind_av(&self, av: &Arc<Av>, flags: u64) -> FiResult<()> {
         let mut g = self.inner.lock();
-        if flags != 0 {
-            return crate::fail!(FiError::BADFLAGS, "fi_ep_bind: AV bind flags must be 0");
-        }
-        if g.enabled || g.closed {
-            return crate::fail!(FiError::OPBADSTATE, "fi_ep_bind: endpoint already enabled");
-        }
-        if !Arc::ptr_eq(av.domain.get(), self.domain.get()) {
-            return crate::fail!(FiError::DOMAIN, "fi_ep_bind: AV belongs to another domain");
-        }
-        if g.av.is_some() {
-            return crate::fail!(FiError::INVAL, "fi_ep_bind: an AV is already bound");
-        }
-        g.av = Some(Hold::new(av));
-        Ok(())
+        let enabled = g.enabled || g.closed;
+        crate::av::bind_av(&mut g.av, enabled, self.domain.get(), av, av.domain.get(), flags)
     }
 
     /// `fi_setname` (before `fi_enable`): the address to listen on.
