@@ -480,6 +480,23 @@ pub(crate) fn fabric_attr(req: &Request, dc: &DevCaps) -> FabricAttr {
     FabricAttr { name: Some(dc.fabric_name.clone()), prov_name: None, prov_version: PROV_VERSION, api_version: req.version }
 }
 
+/// Whether getinfo looks at device `dev`: its name starts with the
+/// configured device name (`FI_VERBS_DEVICE_NAME`) and equals the
+/// hints' domain name, where either is given.
+pub(crate) fn device_wanted(dev: &Context, hints: Option<&Info>) -> bool {
+    if let Some(want) = &config::get().device_name {
+        if !dev.name().starts_with(want.as_str()) {
+            return false;
+        }
+    }
+    if let Some(want) = hints.and_then(|h| h.domain.name.as_ref()) {
+        if want != dev.name() {
+            return false;
+        }
+    }
+    true
+}
+
 /// Builds the info for one device and one address pair, or says why it doesn't fit.
 fn build_info(
     req: &Request,
@@ -930,15 +947,8 @@ pub fn getinfo(req: &Request) -> FiResult<Vec<Info>> {
 
     let mut out = Vec::new();
     for dev in devices {
-        if let Some(want) = &cfg.device_name {
-            if !dev.name().starts_with(want.as_str()) {
-                continue;
-            }
-        }
-        if let Some(want) = hints.and_then(|h| h.domain.name.as_ref()) {
-            if want != dev.name() {
-                continue;
-            }
+        if !device_wanted(dev, hints) {
+            continue;
         }
         let (s, d) = if let Some((rdev, local)) = &route {
             if !Arc::ptr_eq(rdev, dev) {

@@ -102,18 +102,10 @@ pub fn getinfo(req: &Request) -> FiResult<Vec<Info>> {
     }
     let service = if req.node.is_none() || req.flags & FI_SOURCE != 0 { port.unwrap_or(0) } else { src.map_or(0, |s| s.service) };
 
-    let cfg = config::get();
     let mut out = Vec::new();
     for dev in verbs::devices() {
-        if let Some(want) = &cfg.device_name {
-            if !dev.name().starts_with(want.as_str()) {
-                continue;
-            }
-        }
-        if let Some(want) = hints.and_then(|h| h.domain.name.as_ref()) {
-            if want != dev.name() {
-                continue;
-            }
+        if !device_wanted(dev, hints) {
+            continue;
         }
         // The device: the one holding the source IP or GID, else the one
         // routing to the destination, else every device.
