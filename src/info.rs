@@ -497,6 +497,29 @@ pub(crate) fn device_wanted(dev: &Context, hints: Option<&Info>) -> bool {
     true
 }
 
+/// The capabilities of device `dev` if getinfo can offer it: it answers the
+/// query, its port 1 is active, and its fabric is the hints' fabric name
+/// where one is given.
+pub(crate) fn usable_device(dev: &Arc<Context>, hints: Option<&Info>) -> Option<DevCaps> {
+    let dc = match dev_caps(dev) {
+        Ok(dc) => dc,
+        Err(e) => {
+            tracing::warn!("getinfo: cannot query device {}: {:?}", dev.name(), e);
+            return None;
+        }
+    };
+    if dc.port.state != verbs::PORT_ACTIVE {
+        tracing::info!("getinfo: device {} port 1 is not active", dev.name());
+        return None;
+    }
+    if let Some(want) = hints.and_then(|h| h.fabric.name.as_ref()) {
+        if *want != dc.fabric_name {
+            return None;
+        }
+    }
+    Some(dc)
+}
+
 /// Builds the info for one device and one address pair, or says why it doesn't fit.
 fn build_info(
     req: &Request,
@@ -976,22 +999,9 @@ pub fn getinfo(req: &Request) -> FiResult<Vec<Info>> {
                 }
             }
         };
-        let dc = match dev_caps(dev) {
-            Ok(dc) => dc,
-            Err(e) => {
-                tracing::warn!("getinfo: cannot query device {}: {:?}", dev.name(), e);
-                continue;
-            }
-        };
-        if dc.port.state != verbs::PORT_ACTIVE {
-            tracing::info!("getinfo: device {} port 1 is not active", dev.name());
+        let Some(dc) = usable_device(dev, hints) else {
             continue;
-        }
-        if let Some(want) = hints.and_then(|h| h.fabric.name.as_ref()) {
-            if *want != dc.fabric_name {
-                continue;
-            }
-        }
+        };
         // MSG first (what applications that ask for any endpoint type get first), then RDM.
         for build in [build_info, build_rdm_info] {
             match build(req, &dc, s, d) {

@@ -124,21 +124,9 @@ pub fn getinfo(req: &Request) -> FiResult<Vec<Info>> {
                 _ => continue,
             }
         }
-        let dc = match dev_caps(dev) {
-            Ok(dc) => dc,
-            Err(e) => {
-                tracing::warn!("getinfo: cannot query device {}: {:?}", dev.name(), e);
-                continue;
-            }
-        };
-        if dc.port.state != verbs::PORT_ACTIVE {
+        let Some(dc) = usable_device(dev, hints) else {
             continue;
-        }
-        if let Some(want) = hints.and_then(|h| h.fabric.name.as_ref()) {
-            if *want != dc.fabric_name {
-                continue;
-            }
-        }
+        };
         let s = match src {
             Some(s) => s,
             None => local_name(dev, src_ip.or_else(|| first_ip(dev)), service),
