@@ -393,6 +393,18 @@ pub(crate) fn check_newer_domain_hints(hd: &DomainAttr) -> FiResult<()> {
 /// `cntr_cnt` reports.
 pub const CNTR_CNT: usize = 1 << 16;
 
+/// The hints' queue sizes, iov limits and inject size against what the
+/// endpoint offers (`-FI_ENODATA` above them): `max_wr` entries per queue,
+/// `tx_iov`/`rx_iov` buffers per operation, one RMA iov, `inject` bytes.
+pub(crate) fn queue_limits(hi: &Info, max_wr: usize, tx_iov: usize, rx_iov: usize, inject: usize) -> FiResult<()> {
+    over(hi.tx.size, max_wr, "tx size")?;
+    over(hi.rx.size, max_wr, "rx size")?;
+    over(hi.tx.iov_limit, tx_iov, "tx iov_limit")?;
+    over(hi.rx.iov_limit, rx_iov, "rx iov_limit")?;
+    over(hi.tx.rma_iov_limit, 1, "rma_iov_limit")?;
+    over(hi.tx.inject_size, inject, "inject_size")
+}
+
 /// Threading levels (all accepted; see README "Threading").
 pub(crate) fn threading(hint: u32) -> FiResult<u32> {
     match hint {
@@ -581,12 +593,7 @@ fn build_info(
     // Queue limits.
     let max_wr = dc.attr.max_qp_wr.max(1) as usize;
     let max_sge = dc.attr.max_sge.max(1) as usize;
-    over(hi.tx.size, max_wr, "tx size")?;
-    over(hi.rx.size, max_wr, "rx size")?;
-    over(hi.tx.iov_limit, max_sge, "tx iov_limit")?;
-    over(hi.rx.iov_limit, max_sge, "rx iov_limit")?;
-    over(hi.tx.rma_iov_limit, 1, "rma_iov_limit")?;
-    over(hi.tx.inject_size, dc.max_inline, "inject_size")?;
+    queue_limits(hi, max_wr, max_sge, max_sge, dc.max_inline)?;
     if hi.tx.msg_order & !MSG_ORDER != 0 || hi.rx.msg_order & !MSG_ORDER != 0 {
         tracing::info!("getinfo: unsupported message ordering requested");
         return Err(FiError::NODATA);
@@ -788,12 +795,7 @@ fn build_rdm_info(req: &Request, dc: &DevCaps, src: Option<SocketAddr>, dest: Op
     let max_sge = dc.attr.max_sge.max(1) as usize;
     let tx_iov_max = max_sge.min(crate::rdm::proto::MAX_SEGS);
     let inject_max = rcfg.eager_size;
-    over(hi.tx.size, max_wr, "tx size")?;
-    over(hi.rx.size, max_wr, "rx size")?;
-    over(hi.tx.iov_limit, tx_iov_max, "tx iov_limit")?;
-    over(hi.rx.iov_limit, max_sge, "rx iov_limit")?;
-    over(hi.tx.rma_iov_limit, 1, "rma_iov_limit")?;
-    over(hi.tx.inject_size, inject_max, "inject_size")?;
+    queue_limits(hi, max_wr, tx_iov_max, max_sge, inject_max)?;
     if hi.tx.msg_order & !RDM_MSG_ORDER != 0 || hi.rx.msg_order & !RDM_MSG_ORDER != 0 {
         tracing::info!("getinfo: RDM endpoints do not keep the message ordering requested");
         return Err(FiError::NODATA);

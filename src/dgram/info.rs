@@ -193,12 +193,7 @@ fn build(req: &Request, dc: &DevCaps, src: UdName, dest: Option<UdName>) -> FiRe
     // Injected bytes are copied into registered memory of the endpoint:
     // anything up to a message.
     let inject_max = max_msg;
-    over(hi.tx.size, max_wr, "tx size")?;
-    over(hi.rx.size, max_wr, "rx size")?;
-    over(hi.tx.iov_limit, max_sge, "tx iov_limit")?;
-    over(hi.rx.iov_limit, rx_sge, "rx iov_limit")?;
-    over(hi.tx.rma_iov_limit, 1, "rma_iov_limit")?;
-    over(hi.tx.inject_size, inject_max, "inject_size")?;
+    queue_limits(hi, max_wr, max_sge, rx_sge, inject_max)?;
     if (hi.tx.op_flags | hi.rx.op_flags) & !DGRAM_OP_FLAGS != 0 {
         tracing::info!("getinfo: DGRAM endpoints do not take op_flags {:#x}", (hi.tx.op_flags | hi.rx.op_flags) & !DGRAM_OP_FLAGS);
         return Err(FiError::NODATA);
