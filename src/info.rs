@@ -405,6 +405,23 @@ pub(crate) fn queue_limits(hi: &Info, max_wr: usize, tx_iov: usize, rx_iov: usiz
     over(hi.tx.inject_size, inject, "inject_size")
 }
 
+/// The hints of the connectionless endpoints (RDM, DGRAM, `kind` in the
+/// log): one transmit and one receive context, no shared contexts, no
+/// authorization keys, and [`check_newer_domain_hints`].
+pub(crate) fn one_context_no_keys(hi: &Info, kind: &str) -> FiResult<()> {
+    if hi.ep.tx_ctx_cnt == FI_SHARED_CONTEXT || hi.ep.rx_ctx_cnt == FI_SHARED_CONTEXT {
+        tracing::info!("getinfo: {kind} endpoints have no shared contexts");
+        return Err(FiError::NODATA);
+    }
+    over(hi.ep.tx_ctx_cnt, 1, "ep tx_ctx_cnt")?;
+    over(hi.ep.rx_ctx_cnt, 1, "ep rx_ctx_cnt")?;
+    if hi.ep.auth_key_size != 0 || hi.domain.auth_key_size != 0 {
+        tracing::info!("getinfo: authorization keys are not supported");
+        return Err(FiError::NODATA);
+    }
+    check_newer_domain_hints(&hi.domain)
+}
+
 /// Threading levels (all accepted; see README "Threading").
 pub(crate) fn threading(hint: u32) -> FiResult<u32> {
     match hint {
@@ -775,17 +792,7 @@ fn build_rdm_info(req: &Request, dc: &DevCaps, src: Option<SocketAddr>, dest: Op
 
     let max_msg = rdm_max_msg(dc);
     over(hi.ep.max_msg_size, max_msg, "max_msg_size")?;
-    if hi.ep.tx_ctx_cnt == FI_SHARED_CONTEXT || hi.ep.rx_ctx_cnt == FI_SHARED_CONTEXT {
-        tracing::info!("getinfo: shared contexts are not supported");
-        return Err(FiError::NODATA);
-    }
-    over(hi.ep.tx_ctx_cnt, 1, "ep tx_ctx_cnt")?;
-    over(hi.ep.rx_ctx_cnt, 1, "ep rx_ctx_cnt")?;
-    if hi.ep.auth_key_size != 0 || hi.domain.auth_key_size != 0 {
-        tracing::info!("getinfo: authorization keys are not supported");
-        return Err(FiError::NODATA);
-    }
-    check_newer_domain_hints(&hi.domain)?;
+    one_context_no_keys(hi, "RDM")?;
     if hi.ep.msg_prefix_size != 0 {
         return Err(FiError::NODATA);
     }

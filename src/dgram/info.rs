@@ -175,16 +175,7 @@ fn build(req: &Request, dc: &DevCaps, src: UdName, dest: Option<UdName>) -> FiRe
         return Err(FiError::NODATA);
     }
     over(hi.ep.max_msg_size, max_msg, "max_msg_size")?;
-    if hi.ep.tx_ctx_cnt == FI_SHARED_CONTEXT || hi.ep.rx_ctx_cnt == FI_SHARED_CONTEXT {
-        tracing::info!("getinfo: DGRAM endpoints have no shared contexts");
-        return Err(FiError::NODATA);
-    }
-    over(hi.ep.tx_ctx_cnt, 1, "ep tx_ctx_cnt")?;
-    over(hi.ep.rx_ctx_cnt, 1, "ep rx_ctx_cnt")?;
-    if hi.ep.auth_key_size != 0 || hi.domain.auth_key_size != 0 {
-        return Err(FiError::NODATA);
-    }
-    check_newer_domain_hints(&hi.domain)?;
+    one_context_no_keys(hi, "DGRAM")?;
 
     let max_wr = dc.attr.max_qp_wr.max(1) as usize;
     let max_sge = dc.attr.max_sge.max(1) as usize;
