@@ -60,15 +60,13 @@ pub unsafe extern "C" fn av_open(domain: *mut fid_domain, attr: *mut fi_av_attr,
         let attr = nonnull(attr, "fi_av_open: attr")?;
         // SAFETY: checked non-NULL; valid per fi_av(3).
         let a = unsafe { &*attr };
+        let a = AvAttr { av_type: a.type_, rx_ctx_bits: a.rx_ctx_bits, count: a.count, named: !a.name.is_null(), flags: a.flags };
         if d.inner.info.ep.type_ == FI_EP_DGRAM {
             // DGRAM domains: FI_ADDR_IB_UD addresses and address handles (capi/dgram.rs).
             // SAFETY: `out` checked non-NULL above.
-            return unsafe { super::dgram::av_open(d, a, out, context) };
+            return unsafe { super::dgram::av_open(d, &a, out, context) };
         }
-        let av = Av::open(
-            &d.inner,
-            &AvAttr { av_type: a.type_, rx_ctx_bits: a.rx_ctx_bits, count: a.count, named: !a.name.is_null(), flags: a.flags },
-        )?;
+        let av = Av::open(&d.inner, &a)?;
         let o = into_c(AvObj {
             fid: fid_av {
                 fid: fid { fclass: FI_CLASS_AV, context, ops: &AV_FI_OPS as *const _ as *mut _ },
@@ -248,20 +246,34 @@ unsafe extern "C" fn av_remove(a: *mut fid_av, fi_addr: *mut fi_addr_t, count: u
     guard("fi_av_remove", || {
         // SAFETY: a is a fid per the API.
         let o = unsafe { av(a) }?;
-        if flags != 0 {
-            return crate::fail!(FiError::BADFLAGS, "fi_av_remove: flags must be 0");
-        }
-        if count == 0 {
-            return Ok(0);
-        }
-        if fi_addr.is_null() {
-            return crate::fail!(FiError::INVAL, "fi_av_remove: fi_addr is NULL with count {count}");
-        }
-        // SAFETY: the caller passes `count` fi_addr_t values.
-        let v = unsafe { std::slice::from_raw_parts(fi_addr, count) };
-        o.inner.remove(v)?;
-        Ok(0)
+        // SAFETY: fi_addr holds `count` values per the API.
+        unsafe { remove_checked(fi_addr, count, flags, |v| o.inner.remove(v)) }
     })
+}
+
+/// `fi_av_remove` of any address vector: checks the arguments (flags 0,
+/// `fi_addr` non-NULL unless `count` is 0) and hands the addresses to `remove`.
+///
+/// # Safety
+/// `fi_addr` NULL or holding `count` values.
+pub(crate) unsafe fn remove_checked(
+    fi_addr: *mut fi_addr_t,
+    count: usize,
+    flags: u64,
+    remove: impl FnOnce(&[fi_addr_t]) -> FiResult<()>,
+) -> FiResult<c_int> {
+    if flags != 0 {
+        return crate::fail!(FiError::BADFLAGS, "fi_av_remove: flags must be 0");
+    }
+    if count == 0 {
+        return Ok(0);
+    }
+    if fi_addr.is_null() {
+        return crate::fail!(FiError::INVAL, "fi_av_remove: fi_addr is NULL with count {count}");
+    }
+    // SAFETY: the caller passes `count` fi_addr_t values.
+    remove(unsafe { std::slice::from_raw_parts(fi_addr, count) })?;
+    Ok(0)
 }
 
 unsafe extern "C" fn av_lookup(a: *mut fid_av, fi_addr: fi_addr_t, addr: *mut c_void, addrlen: *mut usize) -> c_int {
@@ -272,17 +284,8 @@ unsafe extern "C" fn av_lookup(a: *mut fid_av, fi_addr: fi_addr_t, addr: *mut c_
         let Some(sa) = o.inner.lookup(fi_addr) else {
             return crate::fail!(FiError::INVAL, "fi_av_lookup: fi_addr {fi_addr:#x} is not in the address vector");
         };
-        let b = sys::sockaddr_bytes(&sa);
-        // SAFETY: caller-owned size_t.
-        let have = unsafe { *addrlen };
-        let n = have.min(b.len());
-        if n > 0 && !addr.is_null() {
-            // SAFETY: the caller says `have` bytes are writable at addr; n <= have.
-            unsafe { std::ptr::copy_nonoverlapping(b.as_ptr(), addr as *mut u8, n) };
-        }
-        // fi_av(3): a short buffer gets a truncated address and the needed size.
-        // SAFETY: as above.
-        unsafe { *addrlen = b.len() };
+        // SAFETY: (addr, addrlen) per fi_av(3); addrlen checked non-NULL.
+        unsafe { write_addr_truncated(&sys::sockaddr_bytes(&sa), addr, addrlen) };
         Ok(0)
     })
 }

@@ -6,9 +6,9 @@
 use std::ffi::{c_char, c_int, c_void};
 use std::sync::Arc;
 
-use super::cq::CqObj;
 use super::domain::DomainObj;
-use super::ep::{iovec_list, ops_flag_control, MAX_IOV};
+use super::ep::{iovec_list, MAX_IOV};
+use super::ep_shared::{self, msg_parts};
 use super::prov::{control_nosys, ops_open_nosys};
 use super::rdm::bufs;
 use super::util::*;
@@ -61,12 +61,9 @@ static AV_OPS: fi_ops_av = fi_ops_av {
 /// `fi_av_open` on a domain opened for `FI_EP_DGRAM` (called by `av.rs`).
 ///
 /// # Safety
-/// `out` is a valid out pointer; `attr` checked non-NULL by the caller.
-pub unsafe fn av_open(d: &DomainObj, a: &fi_av_attr, out: *mut *mut fid_av, context: *mut c_void) -> FiResult<c_int> {
-    let av = DgramAv::open(
-        &d.inner,
-        &AvAttr { av_type: a.type_, rx_ctx_bits: a.rx_ctx_bits, count: a.count, named: !a.name.is_null(), flags: a.flags },
-    )?;
+/// `out` is a valid out pointer.
+pub unsafe fn av_open(d: &DomainObj, a: &AvAttr, out: *mut *mut fid_av, context: *mut c_void) -> FiResult<c_int> {
+    let av = DgramAv::open(&d.inner, a)?;
     let o = into_c(DgramAvObj {
         fid: fid_av {
             fid: fid { fclass: FI_CLASS_AV, context, ops: &AV_FI_OPS as *const _ as *mut _ },
@@ -163,19 +160,8 @@ unsafe extern "C" fn av_remove(a: *mut fid_av, fi_addr: *mut fi_addr_t, count: u
     guard("fi_av_remove", || {
         // SAFETY: a is a fid per the API.
         let o = unsafe { av(a) }?;
-        if flags != 0 {
-            return crate::fail!(FiError::BADFLAGS, "fi_av_remove: flags must be 0");
-        }
-        if count == 0 {
-            return Ok(0);
-        }
-        if fi_addr.is_null() {
-            return crate::fail!(FiError::INVAL, "fi_av_remove: fi_addr is NULL with count {count}");
-        }
-        // SAFETY: the caller passes `count` fi_addr_t values.
-        let v = unsafe { std::slice::from_raw_parts(fi_addr, count) };
-        o.inner.remove(v)?;
-        Ok(0)
+        // SAFETY: fi_addr holds `count` values per the API.
+        unsafe { super::av::remove_checked(fi_addr, count, flags, |v| o.inner.remove(v)) }
     })
 }
 
@@ -183,20 +169,12 @@ unsafe extern "C" fn av_lookup(a: *mut fid_av, fi_addr: fi_addr_t, addr: *mut c_
     guard("fi_av_lookup", || {
         // SAFETY: a is a fid per the API.
         let o = unsafe { av(a) }?;
-        nonnull(addrlen, "fi_av_lookup: addrlen")?;
+        let addrlen = nonnull(addrlen, "fi_av_lookup: addrlen")?;
         let Some(n) = o.inner.lookup(fi_addr) else {
             return crate::fail!(FiError::NOENT, "fi_av_lookup: fi_addr {fi_addr:#x} is not in the address vector");
         };
-        let b = n.to_bytes();
-        // SAFETY: caller-owned size_t.
-        let have = unsafe { *addrlen };
-        let k = have.min(b.len());
-        if k > 0 && !addr.is_null() {
-            // SAFETY: `have` bytes are writable at addr; k <= have.
-            unsafe { std::ptr::copy_nonoverlapping(b.as_ptr(), addr as *mut u8, k) };
-        }
-        // SAFETY: as above.
-        unsafe { *addrlen = b.len() };
+        // SAFETY: (addr, addrlen) per fi_av(3); addrlen checked non-NULL.
+        unsafe { write_addr_truncated(&n.to_bytes(), addr, addrlen) };
         Ok(0)
     })
 }
@@ -264,8 +242,8 @@ static EP_OPS: fi_ops_ep = fi_ops_ep {
     cancel: Some(ep_cancel),
     getopt: Some(ep_getopt),
     setopt: Some(ep_setopt),
-    tx_ctx: Some(ep_tx_ctx),
-    rx_ctx: Some(ep_rx_ctx),
+    tx_ctx: Some(ep_shared::tx_ctx_nosys),
+    rx_ctx: Some(ep_shared::rx_ctx_nosys),
     rx_size_left: Some(ep_rx_size_left),
     tx_size_left: Some(ep_tx_size_left),
 };
@@ -276,10 +254,10 @@ static CM_OPS: fi_ops_cm = fi_ops_cm {
     getname: Some(ep_getname),
     getpeer: Some(ep_getpeer),
     connect: Some(ep_connect),
-    listen: Some(ep_listen),
-    accept: Some(ep_accept),
-    reject: Some(ep_reject),
-    shutdown: Some(ep_shutdown),
+    listen: Some(ep_shared::listen_nosys),
+    accept: Some(ep_shared::accept_nosys),
+    reject: Some(ep_shared::reject_nosys),
+    shutdown: Some(ep_shared::shutdown_nosys),
     join: Some(ep_join),
 };
 
@@ -335,20 +313,17 @@ unsafe extern "C" fn ep_bind(f: *mut fid, bfid: *mut fid, flags: u64) -> c_int {
         // SAFETY: f is a fid per the API.
         let o = unsafe { obj::<DgramEpObj>(f) }?;
         // SAFETY: bfid is a fid per the API.
-        match unsafe { class_of(bfid) }? {
-            // SAFETY: as above.
-            FI_CLASS_CQ => o.inner.bind_cq(&unsafe { obj::<CqObj>(bfid) }?.inner, flags)?,
-            // SAFETY: as above (an AV of another kind is refused by `obj`).
-            FI_CLASS_AV => o.inner.bind_av(&unsafe { obj::<DgramAvObj>(bfid) }?.inner, flags)?,
-            // SAFETY: as above.
-            FI_CLASS_CNTR => o.inner.bind_cntr(&unsafe { obj::<super::cntr::CntrObj>(bfid) }?.inner, flags)?,
-            FI_CLASS_EQ => return crate::fail!(FiError::NOSYS, "fi_ep_bind: DGRAM endpoints report no events through an EQ"),
-            FI_CLASS_SRX_CTX | FI_CLASS_STX_CTX => {
-                return crate::fail!(FiError::NOSYS, "fi_ep_bind: shared contexts are not supported on DGRAM endpoints")
-            }
-            c => return crate::fail!(FiError::INVAL, "fi_ep_bind: cannot bind an object of class {c}"),
+        unsafe {
+            ep_shared::bind(&*o.inner, bfid, flags, |class| match class {
+                // SAFETY: as above (an AV of another kind is refused by `obj`).
+                FI_CLASS_AV => Some(obj::<DgramAvObj>(bfid).and_then(|a| o.inner.bind_av(&a.inner, flags))),
+                FI_CLASS_EQ => Some(crate::fail!(FiError::NOSYS, "fi_ep_bind: DGRAM endpoints report no events through an EQ")),
+                FI_CLASS_SRX_CTX | FI_CLASS_STX_CTX => {
+                    Some(crate::fail!(FiError::NOSYS, "fi_ep_bind: shared contexts are not supported on DGRAM endpoints"))
+                }
+                _ => None,
+            })
         }
-        Ok(0)
     })
 }
 
@@ -356,23 +331,8 @@ unsafe extern "C" fn ep_control(f: *mut fid, command: c_int, arg: *mut c_void) -
     guard("fi_control(dgram ep)", || {
         // SAFETY: f is a fid per the API.
         let o = unsafe { obj::<DgramEpObj>(f) }?;
-        match command {
-            FI_ENABLE => o.inner.enable().map(|_| 0),
-            FI_GETOPSFLAG | FI_SETOPSFLAG => {
-                let get = |tx: bool| if tx { o.inner.tx_op_flags() } else { o.inner.rx_op_flags() };
-                let set = |tx: bool, bits: u64| {
-                    if tx {
-                        o.inner.set_tx_op_flags(bits)
-                    } else {
-                        o.inner.set_rx_op_flags(bits)
-                    }
-                    Ok(())
-                };
-                // SAFETY: arg per fi_control(3).
-                unsafe { ops_flag_control(command, arg, get, set) }
-            }
-            c => crate::fail!(FiError::NOSYS, "fi_control(dgram ep): command {c} not supported"),
-        }
+        // SAFETY: arg per fi_control(3).
+        unsafe { ep_shared::control("dgram ep", &*o.inner, command, arg, |_, _| Ok(())) }
     })
 }
 
@@ -404,14 +364,6 @@ unsafe extern "C" fn ep_setopt(f: fid_t, _level: c_int, optname: c_int, _v: *con
     })
 }
 
-unsafe extern "C" fn ep_tx_ctx(_s: *mut fid_ep, _i: c_int, _a: *mut fi_tx_attr, _t: *mut *mut fid_ep, _c: *mut c_void) -> c_int {
-    tracing::info!("fi_tx_context: scalable endpoints are not supported");
-    FiError::NOSYS.neg()
-}
-unsafe extern "C" fn ep_rx_ctx(_s: *mut fid_ep, _i: c_int, _a: *mut fi_rx_attr, _t: *mut *mut fid_ep, _c: *mut c_void) -> c_int {
-    tracing::info!("fi_rx_context: scalable endpoints are not supported");
-    FiError::NOSYS.neg()
-}
 unsafe extern "C" fn ep_rx_size_left(e: *mut fid_ep) -> isize {
     // SAFETY: e is a fid per the API.
     guard_size("fi_rx_size_left", || Ok(unsafe { ep(e) }?.inner.rx_left() as isize))
@@ -449,18 +401,6 @@ unsafe extern "C" fn ep_getpeer(_e: *mut fid_ep, _a: *mut c_void, _l: *mut usize
 }
 unsafe extern "C" fn ep_connect(_e: *mut fid_ep, _a: *const c_void, _p: *const c_void, _l: usize) -> c_int {
     tracing::info!("fi_connect: DGRAM endpoints are connectionless");
-    FiError::NOSYS.neg()
-}
-unsafe extern "C" fn ep_listen(_p: *mut fid_pep) -> c_int {
-    FiError::NOSYS.neg()
-}
-unsafe extern "C" fn ep_accept(_e: *mut fid_ep, _p: *const c_void, _l: usize) -> c_int {
-    FiError::NOSYS.neg()
-}
-unsafe extern "C" fn ep_reject(_p: *mut fid_pep, _h: fid_t, _param: *const c_void, _l: usize) -> c_int {
-    FiError::NOSYS.neg()
-}
-unsafe extern "C" fn ep_shutdown(_e: *mut fid_ep, _f: u64) -> c_int {
     FiError::NOSYS.neg()
 }
 unsafe extern "C" fn ep_join(_e: *mut fid_ep, _a: *const c_void, _f: u64, _mc: *mut *mut fid_mc, _c: *mut c_void) -> c_int {
@@ -523,17 +463,10 @@ unsafe extern "C" fn msg_sendv(e: *mut fid_ep, iov: *const libc::iovec, desc: *m
 
 unsafe extern "C" fn msg_sendmsg(e: *mut fid_ep, msg: *const fi_msg, flags: u64) -> isize {
     guard_size("fi_sendmsg", || {
-        let msg = nonnull(msg as *mut fi_msg, "fi_sendmsg: msg")?;
-        if flags & !TX_FLAGS != 0 {
-            return crate::fail!(FiError::BADFLAGS, "fi_sendmsg: unsupported flags {:#x}", flags & !TX_FLAGS);
-        }
-        // SAFETY: checked non-NULL; a valid fi_msg per the API.
-        let m = unsafe { &*msg };
+        // SAFETY: a valid fi_msg per the API.
+        let m = unsafe { msg_parts("fi_sendmsg", msg, flags, TX_FLAGS, None) }?;
         // SAFETY: as above.
-        let b = unsafe { iovec_list(m.msg_iov, m.iov_count) }?;
-        let data = if flags & FI_REMOTE_CQ_DATA != 0 { Some(m.data) } else { None };
-        // SAFETY: as above.
-        unsafe { do_send::<MAX_IOV>(e, &b, Some(m.desc), m.addr, data, m.context, Some(flags), false) }
+        unsafe { do_send::<MAX_IOV>(e, &m.bufs, Some(m.desc), m.addr, m.data, m.context, Some(flags), false) }
     })
 }
 
@@ -584,18 +517,9 @@ unsafe extern "C" fn msg_recvv(e: *mut fid_ep, iov: *const libc::iovec, desc: *m
 
 unsafe extern "C" fn msg_recvmsg(e: *mut fid_ep, msg: *const fi_msg, flags: u64) -> isize {
     guard_size("fi_recvmsg", || {
-        let msg = nonnull(msg as *mut fi_msg, "fi_recvmsg: msg")?;
-        if flags & FI_MULTI_RECV != 0 {
-            return crate::fail!(FiError::NOSYS, "fi_recvmsg: FI_MULTI_RECV is not supported on DGRAM endpoints");
-        }
-        if flags & !RX_FLAGS != 0 {
-            return crate::fail!(FiError::BADFLAGS, "fi_recvmsg: unsupported flags {:#x}", flags & !RX_FLAGS);
-        }
-        // SAFETY: checked non-NULL; a valid fi_msg per the API.
-        let m = unsafe { &*msg };
+        // SAFETY: a valid fi_msg per the API.
+        let m = unsafe { msg_parts("fi_recvmsg", msg, flags, RX_FLAGS, Some((FiError::NOSYS, "DGRAM"))) }?;
         // SAFETY: as above.
-        let b = unsafe { iovec_list(m.msg_iov, m.iov_count) }?;
-        // SAFETY: as above.
-        unsafe { do_recv::<MAX_IOV>(e, &b, Some(m.desc), m.context, Some(flags)) }
+        unsafe { do_recv::<MAX_IOV>(e, &m.bufs, Some(m.desc), m.context, Some(flags)) }
     })
 }

@@ -10,8 +10,8 @@ use parking_lot::Mutex;
 
 use crate::fi::abi::*;
 use crate::fi::consts::*;
-use super::cq::CqObj;
 use super::domain::DomainObj;
+use super::ep_shared::{self, msg_parts};
 use super::eq::EqObj;
 use super::prov::{control_nosys, ops_open_nosys, FabricObj};
 use super::util::*;
@@ -245,22 +245,20 @@ unsafe extern "C" fn ep_bind(f: *mut fid, bfid: *mut fid, flags: u64) -> c_int {
         // SAFETY: f is a fid per the API.
         let o = unsafe { obj::<EpObj>(f) }?;
         // SAFETY: bfid is a fid per the API.
-        match unsafe { class_of(bfid) }? {
-            // SAFETY: as above.
-            FI_CLASS_CQ => o.inner.bind_cq(&unsafe { obj::<CqObj>(bfid) }?.inner, flags)?,
-            // SAFETY: as above.
-            FI_CLASS_EQ => o.inner.bind_eq(&unsafe { obj::<EqObj>(bfid) }?.inner, flags)?,
-            // SAFETY: as above.
-            FI_CLASS_CNTR => o.inner.bind_cntr(&unsafe { obj::<super::cntr::CntrObj>(bfid) }?.inner, flags)?,
-            FI_CLASS_AV => return crate::fail!(FiError::INVAL, "fi_ep_bind: MSG endpoints take no address vector"),
-            // SAFETY: as above.
-            FI_CLASS_SRX_CTX => o.inner.bind_srx(&unsafe { obj::<super::srx::SrxObj>(bfid) }?.inner, flags)?,
-            FI_CLASS_STX_CTX => {
-                return crate::fail!(FiError::NOSYS, "fi_ep_bind: shared transmit contexts are not supported (verbs has no shared send queue)")
-            }
-            c => return crate::fail!(FiError::INVAL, "fi_ep_bind: cannot bind an object of class {c}"),
+        unsafe {
+            ep_shared::bind(&*o.inner, bfid, flags, |class| match class {
+                // SAFETY: as above.
+                FI_CLASS_EQ => Some(obj::<EqObj>(bfid).and_then(|q| o.inner.bind_eq(&q.inner, flags))),
+                FI_CLASS_AV => Some(crate::fail!(FiError::INVAL, "fi_ep_bind: MSG endpoints take no address vector")),
+                // SAFETY: as above.
+                FI_CLASS_SRX_CTX => Some(obj::<super::srx::SrxObj>(bfid).and_then(|x| o.inner.bind_srx(&x.inner, flags))),
+                FI_CLASS_STX_CTX => Some(crate::fail!(
+                    FiError::NOSYS,
+                    "fi_ep_bind: shared transmit contexts are not supported (verbs has no shared send queue)"
+                )),
+                _ => None,
+            })
         }
-        Ok(0)
     })
 }
 
@@ -268,62 +266,19 @@ unsafe extern "C" fn ep_control(f: *mut fid, command: c_int, arg: *mut c_void) -
     guard("fi_control(ep)", || {
         // SAFETY: f is a fid per the API.
         let o = unsafe { obj::<EpObj>(f) }?;
-        match command {
-            FI_ENABLE => o.inner.enable().map(|_| 0),
-            FI_GETOPSFLAG | FI_SETOPSFLAG => {
-                let get = |tx: bool| if tx { o.inner.tx_op_flags() } else { o.inner.rx_op_flags() };
-                let set = |tx: bool, bits: u64| {
-                    if !tx && bits & FI_MULTI_RECV != 0 {
-                        return crate::fail!(FiError::OPNOTSUPP, "FI_SETOPSFLAG: FI_MULTI_RECV is not supported on MSG endpoints");
-                    }
-                    let allowed = if tx { MSG_TX_FLAGS } else { MSG_RX_FLAGS };
-                    if bits & !allowed != 0 {
-                        return crate::fail!(FiError::BADFLAGS, "FI_SETOPSFLAG: unsupported flags {:#x}", bits & !allowed);
-                    }
-                    if tx {
-                        o.inner.set_tx_op_flags(bits)
-                    } else {
-                        o.inner.set_rx_op_flags(bits)
-                    }
-                    Ok(())
-                };
-                // SAFETY: arg per fi_control(3).
-                unsafe { ops_flag_control(command, arg, get, set) }
+        let check = |tx: bool, bits: u64| {
+            if !tx && bits & FI_MULTI_RECV != 0 {
+                return crate::fail!(FiError::OPNOTSUPP, "FI_SETOPSFLAG: FI_MULTI_RECV is not supported on MSG endpoints");
             }
-            c => crate::fail!(FiError::NOSYS, "fi_control(ep): command {c} not supported"),
-        }
+            let allowed = if tx { MSG_TX_FLAGS } else { MSG_RX_FLAGS };
+            if bits & !allowed != 0 {
+                return crate::fail!(FiError::BADFLAGS, "FI_SETOPSFLAG: unsupported flags {:#x}", bits & !allowed);
+            }
+            Ok(())
+        };
+        // SAFETY: arg per fi_control(3).
+        unsafe { ep_shared::control("ep", &*o.inner, command, arg, check) }
     })
-}
-
-/// `fi_control(FI_GETOPSFLAG | FI_SETOPSFLAG, arg)` of an endpoint (MSG or RDM):
-/// `arg` is a u64 that names exactly one of FI_TRANSMIT (`tx` true) and
-/// FI_RECV; `get(tx)` reads that side's op flags, `set(tx, bits)` vets and
-/// replaces them.
-///
-/// # Safety
-/// `arg` NULL or a readable and writable u64 (fi_control(3)).
-pub(crate) unsafe fn ops_flag_control(
-    command: c_int,
-    arg: *mut c_void,
-    get: impl FnOnce(bool) -> u64,
-    set: impl FnOnce(bool, u64) -> FiResult<()>,
-) -> FiResult<c_int> {
-    let p = nonnull(arg as *mut u64, "fi_control: flags argument")?;
-    // SAFETY: a u64 per the contract.
-    let v = unsafe { *p };
-    let tx = v & FI_TRANSMIT != 0;
-    let rx = v & FI_RECV != 0;
-    if tx == rx {
-        return crate::fail!(FiError::INVAL, "fi_control: give exactly one of FI_TRANSMIT/FI_RECV");
-    }
-    let bits = v & !(FI_TRANSMIT | FI_RECV);
-    if command == FI_SETOPSFLAG {
-        set(tx, bits)?;
-    } else {
-        // SAFETY: as above.
-        unsafe { *p = get(tx) | (v & (FI_TRANSMIT | FI_RECV)) };
-    }
-    Ok(0)
 }
 
 unsafe extern "C" fn ep_cancel(f: fid_t, _context: *mut c_void) -> isize {
@@ -669,17 +624,10 @@ unsafe extern "C" fn ep_sendv(
 
 unsafe extern "C" fn ep_sendmsg(e: *mut fid_ep, msg: *const fi_msg, flags: u64) -> isize {
     guard_size("fi_sendmsg", || {
-        let msg = nonnull(msg as *mut fi_msg, "fi_sendmsg: msg")?;
-        if flags & !MSG_TX_FLAGS != 0 {
-            return crate::fail!(FiError::BADFLAGS, "fi_sendmsg: unsupported flags {:#x}", flags & !MSG_TX_FLAGS);
-        }
-        // SAFETY: checked non-NULL; a valid fi_msg per the API.
-        let m = unsafe { &*msg };
+        // SAFETY: a valid fi_msg per the API.
+        let m = unsafe { msg_parts("fi_sendmsg", msg, flags, MSG_TX_FLAGS, None) }?;
         // SAFETY: as above.
-        let b = unsafe { iovec_list(m.msg_iov, m.iov_count) }?;
-        let data = if flags & FI_REMOTE_CQ_DATA != 0 { Some(m.data) } else { None };
-        // SAFETY: as above.
-        unsafe { do_send(e, &b, Some(m.desc), data, m.context, flags, false) }
+        unsafe { do_send(e, &m.bufs, Some(m.desc), m.data, m.context, flags, false) }
     })
 }
 
@@ -752,19 +700,10 @@ unsafe extern "C" fn ep_recvv(
 
 unsafe extern "C" fn ep_recvmsg(e: *mut fid_ep, msg: *const fi_msg, flags: u64) -> isize {
     guard_size("fi_recvmsg", || {
-        let msg = nonnull(msg as *mut fi_msg, "fi_recvmsg: msg")?;
-        if flags & FI_MULTI_RECV != 0 {
-            return crate::fail!(FiError::OPNOTSUPP, "fi_recvmsg: FI_MULTI_RECV is not supported on MSG endpoints");
-        }
-        if flags & !MSG_RX_FLAGS != 0 {
-            return crate::fail!(FiError::BADFLAGS, "fi_recvmsg: unsupported flags {:#x}", flags & !MSG_RX_FLAGS);
-        }
-        // SAFETY: checked non-NULL; a valid fi_msg per the API.
-        let m = unsafe { &*msg };
+        // SAFETY: a valid fi_msg per the API.
+        let m = unsafe { msg_parts("fi_recvmsg", msg, flags, MSG_RX_FLAGS, Some((FiError::OPNOTSUPP, "MSG"))) }?;
         // SAFETY: as above.
-        let b = unsafe { iovec_list(m.msg_iov, m.iov_count) }?;
-        // SAFETY: as above.
-        unsafe { do_recv(e, &b, Some(m.desc), m.context, flags) }
+        unsafe { do_recv(e, &m.bufs, Some(m.desc), m.context, flags) }
     })
 }
 

@@ -12,6 +12,7 @@ pub mod dgram;
 pub mod domain;
 pub mod embed;
 pub mod ep;
+pub mod ep_shared;
 pub mod eq;
 pub mod info;
 pub mod nic;

@@ -7,10 +7,10 @@ use std::sync::Arc;
 use crate::fi::abi::*;
 use super::av::AvObj;
 use crate::fi::consts::*;
-use super::cq::CqObj;
 use super::domain::DomainObj;
 use super::prov::ops_open_nosys;
-use super::ep::{iovec_list, ops_flag_control, rma1, rma_msg_parts, sge, MAX_IOV};
+use super::ep_shared::{self, msg_parts};
+use super::ep::{iovec_list, rma1, rma_msg_parts, sge, MAX_IOV};
 use super::util::*;
 use crate::error::{FiError, FiResult};
 use crate::info::Info;
@@ -47,8 +47,8 @@ static RDM_EP_OPS: fi_ops_ep = fi_ops_ep {
     cancel: Some(rdm_cancel),
     getopt: Some(rdm_getopt),
     setopt: Some(rdm_setopt),
-    tx_ctx: Some(rdm_tx_ctx),
-    rx_ctx: Some(rdm_rx_ctx),
+    tx_ctx: Some(ep_shared::tx_ctx_nosys),
+    rx_ctx: Some(ep_shared::rx_ctx_nosys),
     rx_size_left: Some(rdm_size_left),
     tx_size_left: Some(rdm_size_left),
 };
@@ -59,10 +59,10 @@ static RDM_CM_OPS: fi_ops_cm = fi_ops_cm {
     getname: Some(rdm_getname),
     getpeer: Some(rdm_getpeer),
     connect: Some(rdm_connect),
-    listen: Some(rdm_listen),
-    accept: Some(rdm_accept),
-    reject: Some(rdm_reject),
-    shutdown: Some(rdm_shutdown),
+    listen: Some(ep_shared::listen_nosys),
+    accept: Some(ep_shared::accept_nosys),
+    reject: Some(ep_shared::reject_nosys),
+    shutdown: Some(ep_shared::shutdown_nosys),
     join: Some(rdm_join),
 };
 
@@ -146,22 +146,15 @@ unsafe extern "C" fn rdm_bind(f: *mut fid, bfid: *mut fid, flags: u64) -> c_int 
         // SAFETY: f is a fid per the API.
         let o = unsafe { obj::<RdmEpObj>(f) }?;
         // SAFETY: bfid is a fid per the API.
-        match unsafe { class_of(bfid) }? {
-            // SAFETY: as above.
-            FI_CLASS_CQ => o.inner.bind_cq(&unsafe { obj::<CqObj>(bfid) }?.inner, flags)?,
-            // SAFETY: as above.
-            FI_CLASS_AV => o.inner.bind_av(&unsafe { obj::<AvObj>(bfid) }?.inner, flags)?,
-            FI_CLASS_EQ => {
-                return crate::fail!(FiError::NOSYS, "fi_ep_bind: RDM endpoints report no events through an EQ (none is needed)")
-            }
-            // SAFETY: as above.
-            FI_CLASS_CNTR => o.inner.bind_cntr(&unsafe { obj::<super::cntr::CntrObj>(bfid) }?.inner, flags)?,
-            FI_CLASS_SRX_CTX | FI_CLASS_STX_CTX => {
-                return crate::fail!(FiError::NOSYS, "fi_ep_bind: shared contexts are not supported yet")
-            }
-            c => return crate::fail!(FiError::INVAL, "fi_ep_bind: cannot bind an object of class {c}"),
+        unsafe {
+            ep_shared::bind(&*o.inner, bfid, flags, |class| match class {
+                // SAFETY: as above.
+                FI_CLASS_AV => Some(obj::<AvObj>(bfid).and_then(|a| o.inner.bind_av(&a.inner, flags))),
+                FI_CLASS_EQ => Some(crate::fail!(FiError::NOSYS, "fi_ep_bind: RDM endpoints report no events through an EQ (none is needed)")),
+                FI_CLASS_SRX_CTX | FI_CLASS_STX_CTX => Some(crate::fail!(FiError::NOSYS, "fi_ep_bind: shared contexts are not supported yet")),
+                _ => None,
+            })
         }
-        Ok(0)
     })
 }
 
@@ -169,23 +162,8 @@ unsafe extern "C" fn rdm_control(f: *mut fid, command: c_int, arg: *mut c_void) 
     guard("fi_control(rdm ep)", || {
         // SAFETY: f is a fid per the API.
         let o = unsafe { obj::<RdmEpObj>(f) }?;
-        match command {
-            FI_ENABLE => o.inner.enable().map(|_| 0),
-            FI_GETOPSFLAG | FI_SETOPSFLAG => {
-                let get = |tx: bool| if tx { o.inner.tx_op_flags() } else { o.inner.rx_op_flags() };
-                let set = |tx: bool, bits: u64| {
-                    if tx {
-                        o.inner.set_tx_op_flags(bits)
-                    } else {
-                        o.inner.set_rx_op_flags(bits)
-                    }
-                    Ok(())
-                };
-                // SAFETY: arg per fi_control(3).
-                unsafe { ops_flag_control(command, arg, get, set) }
-            }
-            c => crate::fail!(FiError::NOSYS, "fi_control(rdm ep): command {c} not supported"),
-        }
+        // SAFETY: arg per fi_control(3).
+        unsafe { ep_shared::control("rdm ep", &*o.inner, command, arg, |_, _| Ok(())) }
     })
 }
 
@@ -248,14 +226,6 @@ unsafe extern "C" fn rdm_setopt(f: fid_t, level: c_int, optname: c_int, optval: 
     })
 }
 
-unsafe extern "C" fn rdm_tx_ctx(_s: *mut fid_ep, _i: c_int, _a: *mut fi_tx_attr, _t: *mut *mut fid_ep, _c: *mut c_void) -> c_int {
-    tracing::info!("fi_tx_context: scalable endpoints are not supported");
-    FiError::NOSYS.neg()
-}
-unsafe extern "C" fn rdm_rx_ctx(_s: *mut fid_ep, _i: c_int, _a: *mut fi_rx_attr, _t: *mut *mut fid_ep, _c: *mut c_void) -> c_int {
-    tracing::info!("fi_rx_context: scalable endpoints are not supported");
-    FiError::NOSYS.neg()
-}
 unsafe extern "C" fn rdm_size_left(_e: *mut fid_ep) -> isize {
     FiError::NOSYS.neg() as isize
 }
@@ -290,18 +260,6 @@ unsafe extern "C" fn rdm_getpeer(_e: *mut fid_ep, _a: *mut c_void, _l: *mut usiz
 }
 unsafe extern "C" fn rdm_connect(_e: *mut fid_ep, _a: *const c_void, _p: *const c_void, _l: usize) -> c_int {
     tracing::info!("fi_connect: RDM endpoints connect by themselves");
-    FiError::NOSYS.neg()
-}
-unsafe extern "C" fn rdm_listen(_p: *mut fid_pep) -> c_int {
-    FiError::NOSYS.neg()
-}
-unsafe extern "C" fn rdm_accept(_e: *mut fid_ep, _p: *const c_void, _l: usize) -> c_int {
-    FiError::NOSYS.neg()
-}
-unsafe extern "C" fn rdm_reject(_p: *mut fid_pep, _h: fid_t, _param: *const c_void, _l: usize) -> c_int {
-    FiError::NOSYS.neg()
-}
-unsafe extern "C" fn rdm_shutdown(_e: *mut fid_ep, _f: u64) -> c_int {
     FiError::NOSYS.neg()
 }
 unsafe extern "C" fn rdm_join(_e: *mut fid_ep, _a: *const c_void, _f: u64, _mc: *mut *mut fid_mc, _c: *mut c_void) -> c_int {
@@ -446,17 +404,10 @@ unsafe extern "C" fn msg_sendv(
 
 unsafe extern "C" fn msg_sendmsg(e: *mut fid_ep, msg: *const fi_msg, flags: u64) -> isize {
     guard_size("fi_sendmsg", || {
-        let msg = nonnull(msg as *mut fi_msg, "fi_sendmsg: msg")?;
-        if flags & !TX_FLAGS != 0 {
-            return crate::fail!(FiError::BADFLAGS, "fi_sendmsg: unsupported flags {:#x}", flags & !TX_FLAGS);
-        }
-        // SAFETY: checked non-NULL; a valid fi_msg per the API.
-        let m = unsafe { &*msg };
+        // SAFETY: a valid fi_msg per the API.
+        let m = unsafe { msg_parts("fi_sendmsg", msg, flags, TX_FLAGS, None) }?;
         // SAFETY: as above.
-        let b = unsafe { iovec_list(m.msg_iov, m.iov_count) }?;
-        let data = if flags & FI_REMOTE_CQ_DATA != 0 { Some(m.data) } else { None };
-        // SAFETY: as above.
-        unsafe { do_send::<MAX_IOV>(e, &b, Some(m.desc), m.addr, None, data, m.context, Some(flags), false) }
+        unsafe { do_send::<MAX_IOV>(e, &m.bufs, Some(m.desc), m.addr, None, m.data, m.context, Some(flags), false) }
     })
 }
 
@@ -514,16 +465,10 @@ unsafe extern "C" fn msg_recvv(
 
 unsafe extern "C" fn msg_recvmsg(e: *mut fid_ep, msg: *const fi_msg, flags: u64) -> isize {
     guard_size("fi_recvmsg", || {
-        let msg = nonnull(msg as *mut fi_msg, "fi_recvmsg: msg")?;
-        if flags & !RX_FLAGS != 0 {
-            return crate::fail!(FiError::BADFLAGS, "fi_recvmsg: unsupported flags {:#x}", flags & !RX_FLAGS);
-        }
-        // SAFETY: checked non-NULL; a valid fi_msg per the API.
-        let m = unsafe { &*msg };
+        // SAFETY: a valid fi_msg per the API.
+        let m = unsafe { msg_parts("fi_recvmsg", msg, flags, RX_FLAGS, None) }?;
         // SAFETY: as above.
-        let b = unsafe { iovec_list(m.msg_iov, m.iov_count) }?;
-        // SAFETY: as above.
-        unsafe { do_recv::<MAX_IOV>(e, &b, Some(m.desc), m.addr, None, m.context, Some(flags)) }
+        unsafe { do_recv::<MAX_IOV>(e, &m.bufs, Some(m.desc), m.addr, None, m.context, Some(flags)) }
     })
 }
 

@@ -130,7 +130,7 @@ unsafe extern "C" fn srx_control(f: *mut fid, command: c_int, arg: *mut c_void) 
                     Ok(())
                 };
                 // SAFETY: arg per fi_control(3).
-                unsafe { super::ep::ops_flag_control(command, arg, get, set) }
+                unsafe { super::ep_shared::ops_flag_control(command, arg, get, set) }
             }
             FI_ENABLE => Ok(0),
             c => crate::fail!(FiError::NOSYS, "fi_control(srx): command {c} not supported"),

@@ -194,6 +194,25 @@ pub unsafe fn write_addr(bytes: &[u8], addr: *mut c_void, addrlen: *mut usize) -
     Ok(0)
 }
 
+/// Writes an address to a caller's (addr, addrlen) pair, as fi_av_lookup
+/// does (fi_av(3)): a short buffer gets a truncated address; `*addrlen`
+/// always gets the full size.
+///
+/// # Safety
+/// `addrlen` must be valid (checked non-NULL by the caller); `addr` NULL or
+/// with `*addrlen` writable bytes.
+pub unsafe fn write_addr_truncated(bytes: &[u8], addr: *mut c_void, addrlen: *mut usize) {
+    // SAFETY: caller-owned size_t.
+    let have = unsafe { *addrlen };
+    let n = have.min(bytes.len());
+    if n > 0 && !addr.is_null() {
+        // SAFETY: the caller says `have` bytes are writable at addr; n <= have.
+        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), addr as *mut u8, n) };
+    }
+    // SAFETY: as above.
+    unsafe { *addrlen = bytes.len() };
+}
+
 /// Copies a provider string into a caller buffer (for *_strerror).
 ///
 /// # Safety

@@ -99,26 +99,57 @@ pub struct AvAttr {
     pub flags: u64,
 }
 
+/// `fi_ep_bind(ep, av, flags)` for the connectionless endpoints (RDM, DGRAM):
+/// flags 0, the endpoint not enabled yet (`enabled`: enabled or closed), the
+/// AV in the endpoint's domain, one AV per endpoint. Records it in `slot`.
+pub fn bind_av<A: HasRefs>(slot: &mut Option<Hold<A>>, enabled: bool, ep_domain: &Arc<Domain>, av: &Arc<A>, av_domain: &Arc<Domain>, flags: u64) -> FiResult<()> {
+    if flags != 0 {
+        return crate::fail!(FiError::BADFLAGS, "fi_ep_bind: AV bind flags must be 0");
+    }
+    if enabled {
+        return crate::fail!(FiError::OPBADSTATE, "fi_ep_bind: endpoint already enabled");
+    }
+    if !Arc::ptr_eq(av_domain, ep_domain) {
+        return crate::fail!(FiError::DOMAIN, "fi_ep_bind: AV belongs to another domain");
+    }
+    if slot.is_some() {
+        return crate::fail!(FiError::INVAL, "fi_ep_bind: an AV is already bound");
+    }
+    *slot = Some(Hold::new(av));
+    Ok(())
+}
+
+impl AvAttr {
+    /// The checks of `fi_av_open` every address vector kind makes: a known
+    /// type (`unspec`: the kind's default for `FI_AV_UNSPEC`), no scalable
+    /// endpoints, no named (shared) AV, no asynchronous inserts, no unknown
+    /// flags. Returns the AV type.
+    pub fn check(&self, unspec: u32) -> FiResult<u32> {
+        let av_type = match self.av_type {
+            FI_AV_UNSPEC => unspec,
+            FI_AV_TABLE | FI_AV_MAP => self.av_type,
+            t => return crate::fail!(FiError::INVAL, "fi_av_open: unknown AV type {t}"),
+        };
+        if self.rx_ctx_bits != 0 {
+            return crate::fail!(FiError::NOSYS, "fi_av_open: scalable endpoints (rx_ctx_bits {}) are not supported", self.rx_ctx_bits);
+        }
+        if self.named || self.flags & FI_READ != 0 {
+            return crate::fail!(FiError::NOSYS, "fi_av_open: named (shared) address vectors are not supported");
+        }
+        if self.flags & FI_EVENT != 0 {
+            return crate::fail!(FiError::NOSYS, "fi_av_open: asynchronous inserts (FI_EVENT) are not supported");
+        }
+        if self.flags & !(FI_SYMMETRIC | FI_EVENT | FI_READ) != 0 {
+            return crate::fail!(FiError::BADFLAGS, "fi_av_open: unsupported flags {:#x}", self.flags);
+        }
+        Ok(av_type)
+    }
+}
+
 impl Av {
     /// `fi_av_open`.
     pub fn open(domain: &Arc<Domain>, attr: &AvAttr) -> FiResult<Arc<Av>> {
-        let av_type = match attr.av_type {
-            FI_AV_UNSPEC => FI_AV_TABLE,
-            FI_AV_TABLE | FI_AV_MAP => attr.av_type,
-            t => return crate::fail!(FiError::INVAL, "fi_av_open: unknown AV type {t}"),
-        };
-        if attr.rx_ctx_bits != 0 {
-            return crate::fail!(FiError::NOSYS, "fi_av_open: scalable endpoints (rx_ctx_bits {}) are not supported", attr.rx_ctx_bits);
-        }
-        if attr.named || attr.flags & FI_READ != 0 {
-            return crate::fail!(FiError::NOSYS, "fi_av_open: named (shared) address vectors are not supported");
-        }
-        if attr.flags & FI_EVENT != 0 {
-            return crate::fail!(FiError::NOSYS, "fi_av_open: asynchronous inserts (FI_EVENT) are not supported");
-        }
-        if attr.flags & !(FI_SYMMETRIC | FI_EVENT | FI_READ) != 0 {
-            return crate::fail!(FiError::BADFLAGS, "fi_av_open: unsupported flags {:#x}", attr.flags);
-        }
+        let av_type = attr.check(FI_AV_TABLE)?;
         let mut t = Table::default();
         t.entries.reserve(attr.count.min(1 << 16));
         Ok(Arc::new(Av { domain: Hold::new(domain), av_type, table: RwLock::new(t), generation: AtomicU64::new(1), refs: Refs::default() }))

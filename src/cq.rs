@@ -355,6 +355,38 @@ impl Drop for StateGuard<'_> {
     }
 }
 
+/// An endpoint's CQ for one direction: the CQ and whether the binding asked
+/// for `FI_SELECTIVE_COMPLETION`.
+pub type CqBind = Option<(Hold<Cq>, bool)>;
+
+/// `fi_ep_bind(ep, cq, flags)` for every endpoint kind, once the endpoint has
+/// checked it is not enabled yet: the CQ must belong to the endpoint's
+/// `domain`, `flags` name `FI_TRANSMIT` and/or `FI_RECV` (plus
+/// `FI_SELECTIVE_COMPLETION`), and no CQ is bound yet for those directions.
+/// Records the binding in `tx`/`rx`.
+pub fn bind_cq(domain: &Arc<Domain>, tx: &mut CqBind, rx: &mut CqBind, cq: &Arc<Cq>, flags: u64) -> FiResult<()> {
+    if !Arc::ptr_eq(cq.domain.get(), domain) {
+        return crate::fail!(FiError::DOMAIN, "fi_ep_bind: CQ belongs to another domain");
+    }
+    if flags & !(FI_TRANSMIT | FI_RECV | FI_SELECTIVE_COMPLETION) != 0 {
+        return crate::fail!(FiError::BADFLAGS, "fi_ep_bind: unsupported CQ bind flags {flags:#x}");
+    }
+    if flags & (FI_TRANSMIT | FI_RECV) == 0 {
+        return crate::fail!(FiError::BADFLAGS, "fi_ep_bind: CQ bind needs FI_TRANSMIT and/or FI_RECV");
+    }
+    if (flags & FI_TRANSMIT != 0 && tx.is_some()) || (flags & FI_RECV != 0 && rx.is_some()) {
+        return crate::fail!(FiError::INVAL, "fi_ep_bind: a CQ is already bound for that direction");
+    }
+    let sel = flags & FI_SELECTIVE_COMPLETION != 0;
+    if flags & FI_TRANSMIT != 0 {
+        *tx = Some((Hold::new(cq), sel));
+    }
+    if flags & FI_RECV != 0 {
+        *rx = Some((Hold::new(cq), sel));
+    }
+    Ok(())
+}
+
 pub struct Cq {
     pub domain: Hold<Domain>,
     pub format: u32,

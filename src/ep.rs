@@ -252,27 +252,9 @@ impl MsgEp {
         if self.state() != EpState::Idle {
             return crate::fail!(FiError::OPBADSTATE, "fi_ep_bind: endpoint already enabled");
         }
-        if !Arc::ptr_eq(cq.domain.get(), self.domain.get()) {
-            return crate::fail!(FiError::DOMAIN, "fi_ep_bind: CQ belongs to another domain");
-        }
-        if flags & !(FI_TRANSMIT | FI_RECV | FI_SELECTIVE_COMPLETION) != 0 {
-            return crate::fail!(FiError::BADFLAGS, "fi_ep_bind: unsupported CQ bind flags {flags:#x}");
-        }
-        if flags & (FI_TRANSMIT | FI_RECV) == 0 {
-            return crate::fail!(FiError::BADFLAGS, "fi_ep_bind: CQ bind needs FI_TRANSMIT and/or FI_RECV");
-        }
-        let sel = flags & FI_SELECTIVE_COMPLETION != 0;
         let mut b = self.binds.lock();
-        if (flags & FI_TRANSMIT != 0 && b.tx_cq.is_some()) || (flags & FI_RECV != 0 && b.rx_cq.is_some()) {
-            return crate::fail!(FiError::INVAL, "fi_ep_bind: a CQ is already bound for that direction");
-        }
-        if flags & FI_TRANSMIT != 0 {
-            b.tx_cq = Some((Hold::new(cq), sel));
-        }
-        if flags & FI_RECV != 0 {
-            b.rx_cq = Some((Hold::new(cq), sel));
-        }
-        Ok(())
+        let b = &mut *b;
+        crate::cq::bind_cq(self.domain.get(), &mut b.tx_cq, &mut b.rx_cq, cq, flags)
     }
 
     /// `fi_ep_bind` to a counter (`FI_SEND`/`FI_RECV`/`FI_READ`/`FI_WRITE`).

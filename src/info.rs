@@ -393,6 +393,35 @@ pub(crate) fn check_newer_domain_hints(hd: &DomainAttr) -> FiResult<()> {
 /// `cntr_cnt` reports.
 pub const CNTR_CNT: usize = 1 << 16;
 
+/// The hints' queue sizes, iov limits and inject size against what the
+/// endpoint offers (`-FI_ENODATA` above them): `max_wr` entries per queue,
+/// `tx_iov`/`rx_iov` buffers per operation, one RMA iov, `inject` bytes.
+pub(crate) fn queue_limits(hi: &Info, max_wr: usize, tx_iov: usize, rx_iov: usize, inject: usize) -> FiResult<()> {
+    over(hi.tx.size, max_wr, "tx size")?;
+    over(hi.rx.size, max_wr, "rx size")?;
+    over(hi.tx.iov_limit, tx_iov, "tx iov_limit")?;
+    over(hi.rx.iov_limit, rx_iov, "rx iov_limit")?;
+    over(hi.tx.rma_iov_limit, 1, "rma_iov_limit")?;
+    over(hi.tx.inject_size, inject, "inject_size")
+}
+
+/// The hints of the connectionless endpoints (RDM, DGRAM, `kind` in the
+/// log): one transmit and one receive context, no shared contexts, no
+/// authorization keys, and [`check_newer_domain_hints`].
+pub(crate) fn one_context_no_keys(hi: &Info, kind: &str) -> FiResult<()> {
+    if hi.ep.tx_ctx_cnt == FI_SHARED_CONTEXT || hi.ep.rx_ctx_cnt == FI_SHARED_CONTEXT {
+        tracing::info!("getinfo: {kind} endpoints have no shared contexts");
+        return Err(FiError::NODATA);
+    }
+    over(hi.ep.tx_ctx_cnt, 1, "ep tx_ctx_cnt")?;
+    over(hi.ep.rx_ctx_cnt, 1, "ep rx_ctx_cnt")?;
+    if hi.ep.auth_key_size != 0 || hi.domain.auth_key_size != 0 {
+        tracing::info!("getinfo: authorization keys are not supported");
+        return Err(FiError::NODATA);
+    }
+    check_newer_domain_hints(&hi.domain)
+}
+
 /// Threading levels (all accepted; see README "Threading").
 pub(crate) fn threading(hint: u32) -> FiResult<u32> {
     match hint {
@@ -434,6 +463,90 @@ pub(crate) fn pick(hint: usize, default: usize) -> usize {
     } else {
         default
     }
+}
+
+/// The domain attributes of an info for device `dc`, as RDM and DGRAM give
+/// them (MSG overrides the AV type, the shared receive contexts and the error
+/// data): `control` and `data` are the progress models the endpoint type
+/// offers; threading, progress, resource management, AV type and traffic
+/// class follow the hints `hi`.
+pub(crate) fn domain_attr(req: &Request, dc: &DevCaps, hi: &Info, control: u32, data: u32, mr_mode: i32) -> FiResult<DomainAttr> {
+    Ok(DomainAttr {
+        name: Some(dc.dev.name().to_string()),
+        threading: threading(hi.domain.threading)?,
+        control_progress: progress(req.version, hi.domain.control_progress, control, "control")?,
+        data_progress: progress(req.version, hi.domain.data_progress, data, "data")?,
+        resource_mgmt: if hi.domain.resource_mgmt != FI_RM_UNSPEC { hi.domain.resource_mgmt } else { FI_RM_ENABLED },
+        av_type: hi.domain.av_type,
+        mr_mode,
+        mr_key_size: 4,
+        cq_data_size: 4,
+        cq_cnt: dc.attr.max_cq.max(0) as usize,
+        ep_cnt: dc.attr.max_qp.max(0) as usize,
+        tx_ctx_cnt: dc.attr.max_qp.max(0) as usize,
+        rx_ctx_cnt: dc.attr.max_qp.max(0) as usize,
+        max_ep_tx_ctx: 1,
+        max_ep_rx_ctx: 1,
+        max_ep_stx_ctx: 0,
+        max_ep_srx_ctx: 0,
+        cntr_cnt: CNTR_CNT,
+        mr_iov_limit: 1,
+        caps: DOMAIN_CAPS,
+        mode: 0,
+        auth_key_size: 0,
+        max_err_data: 0,
+        mr_cnt: dc.attr.max_mr.max(0) as usize,
+        tclass: hi.domain.tclass,
+        max_ep_auth_key: 0,
+        max_group_id: 0,
+        max_cntr_value: u64::MAX,
+        max_err_cntr_value: u64::MAX,
+    })
+}
+
+/// The fabric attributes of an info for device `dc`.
+pub(crate) fn fabric_attr(req: &Request, dc: &DevCaps) -> FabricAttr {
+    FabricAttr { name: Some(dc.fabric_name.clone()), prov_name: None, prov_version: PROV_VERSION, api_version: req.version }
+}
+
+/// Whether getinfo looks at device `dev`: its name starts with the
+/// configured device name (`FI_VERBS_DEVICE_NAME`) and equals the
+/// hints' domain name, where either is given.
+pub(crate) fn device_wanted(dev: &Context, hints: Option<&Info>) -> bool {
+    if let Some(want) = &config::get().device_name {
+        if !dev.name().starts_with(want.as_str()) {
+            return false;
+        }
+    }
+    if let Some(want) = hints.and_then(|h| h.domain.name.as_ref()) {
+        if want != dev.name() {
+            return false;
+        }
+    }
+    true
+}
+
+/// The capabilities of device `dev` if getinfo can offer it: it answers the
+/// query, its port 1 is active, and its fabric is the hints' fabric name
+/// where one is given.
+pub(crate) fn usable_device(dev: &Arc<Context>, hints: Option<&Info>) -> Option<DevCaps> {
+    let dc = match dev_caps(dev) {
+        Ok(dc) => dc,
+        Err(e) => {
+            tracing::warn!("getinfo: cannot query device {}: {:?}", dev.name(), e);
+            return None;
+        }
+    };
+    if dc.port.state != verbs::PORT_ACTIVE {
+        tracing::info!("getinfo: device {} port 1 is not active", dev.name());
+        return None;
+    }
+    if let Some(want) = hints.and_then(|h| h.fabric.name.as_ref()) {
+        if *want != dc.fabric_name {
+            return None;
+        }
+    }
+    Some(dc)
 }
 
 /// Builds the info for one device and one address pair, or says why it doesn't fit.
@@ -497,12 +610,7 @@ fn build_info(
     // Queue limits.
     let max_wr = dc.attr.max_qp_wr.max(1) as usize;
     let max_sge = dc.attr.max_sge.max(1) as usize;
-    over(hi.tx.size, max_wr, "tx size")?;
-    over(hi.rx.size, max_wr, "rx size")?;
-    over(hi.tx.iov_limit, max_sge, "tx iov_limit")?;
-    over(hi.rx.iov_limit, max_sge, "rx iov_limit")?;
-    over(hi.tx.rma_iov_limit, 1, "rma_iov_limit")?;
-    over(hi.tx.inject_size, dc.max_inline, "inject_size")?;
+    queue_limits(hi, max_wr, max_sge, max_sge, dc.max_inline)?;
     if hi.tx.msg_order & !MSG_ORDER != 0 || hi.rx.msg_order & !MSG_ORDER != 0 {
         tracing::info!("getinfo: unsupported message ordering requested");
         return Err(FiError::NODATA);
@@ -589,45 +697,15 @@ fn build_info(
             rx_ctx_cnt: if hi.ep.rx_ctx_cnt == FI_SHARED_CONTEXT { FI_SHARED_CONTEXT } else { 1 },
             auth_key_size: 0,
         },
+        // Connection setup completes inside fi_eq_read (rdma-cm events are
+        // handled there): manual. Transfers are the device's: automatic.
         domain: DomainAttr {
-            name: Some(dc.dev.name().to_string()),
-            threading: threading(hi.domain.threading)?,
-            // Connection setup completes inside fi_eq_read (rdma-cm events are
-            // handled there): manual. Transfers are the device's: automatic.
-            control_progress: progress(req.version, hi.domain.control_progress, FI_PROGRESS_MANUAL, "control")?,
-            data_progress: progress(req.version, hi.domain.data_progress, FI_PROGRESS_AUTO, "data")?,
-            resource_mgmt: if hi.domain.resource_mgmt != FI_RM_UNSPEC { hi.domain.resource_mgmt } else { FI_RM_ENABLED },
             av_type: FI_AV_UNSPEC,
-            mr_mode,
-            mr_key_size: 4,
-            cq_data_size: 4,
-            cq_cnt: dc.attr.max_cq.max(0) as usize,
-            ep_cnt: dc.attr.max_qp.max(0) as usize,
-            tx_ctx_cnt: dc.attr.max_qp.max(0) as usize,
-            rx_ctx_cnt: dc.attr.max_qp.max(0) as usize,
-            max_ep_tx_ctx: 1,
-            max_ep_rx_ctx: 1,
-            max_ep_stx_ctx: 0,
             max_ep_srx_ctx: srx_max,
-            cntr_cnt: CNTR_CNT,
-            mr_iov_limit: 1,
-            caps: DOMAIN_CAPS,
-            mode: 0,
-            auth_key_size: 0,
             max_err_data: CM_DATA_SIZE,
-            mr_cnt: dc.attr.max_mr.max(0) as usize,
-            tclass: hi.domain.tclass,
-            max_ep_auth_key: 0,
-            max_group_id: 0,
-            max_cntr_value: u64::MAX,
-            max_err_cntr_value: u64::MAX,
+            ..domain_attr(req, dc, hi, FI_PROGRESS_MANUAL, FI_PROGRESS_AUTO, mr_mode)?
         },
-        fabric: FabricAttr {
-            name: Some(dc.fabric_name.clone()),
-            prov_name: None,
-            prov_version: PROV_VERSION,
-            api_version: req.version,
-        },
+        fabric: fabric_attr(req, dc),
     })
 }
 
@@ -714,17 +792,7 @@ fn build_rdm_info(req: &Request, dc: &DevCaps, src: Option<SocketAddr>, dest: Op
 
     let max_msg = rdm_max_msg(dc);
     over(hi.ep.max_msg_size, max_msg, "max_msg_size")?;
-    if hi.ep.tx_ctx_cnt == FI_SHARED_CONTEXT || hi.ep.rx_ctx_cnt == FI_SHARED_CONTEXT {
-        tracing::info!("getinfo: shared contexts are not supported");
-        return Err(FiError::NODATA);
-    }
-    over(hi.ep.tx_ctx_cnt, 1, "ep tx_ctx_cnt")?;
-    over(hi.ep.rx_ctx_cnt, 1, "ep rx_ctx_cnt")?;
-    if hi.ep.auth_key_size != 0 || hi.domain.auth_key_size != 0 {
-        tracing::info!("getinfo: authorization keys are not supported");
-        return Err(FiError::NODATA);
-    }
-    check_newer_domain_hints(&hi.domain)?;
+    one_context_no_keys(hi, "RDM")?;
     if hi.ep.msg_prefix_size != 0 {
         return Err(FiError::NODATA);
     }
@@ -734,12 +802,7 @@ fn build_rdm_info(req: &Request, dc: &DevCaps, src: Option<SocketAddr>, dest: Op
     let max_sge = dc.attr.max_sge.max(1) as usize;
     let tx_iov_max = max_sge.min(crate::rdm::proto::MAX_SEGS);
     let inject_max = rcfg.eager_size;
-    over(hi.tx.size, max_wr, "tx size")?;
-    over(hi.rx.size, max_wr, "rx size")?;
-    over(hi.tx.iov_limit, tx_iov_max, "tx iov_limit")?;
-    over(hi.rx.iov_limit, max_sge, "rx iov_limit")?;
-    over(hi.tx.rma_iov_limit, 1, "rma_iov_limit")?;
-    over(hi.tx.inject_size, inject_max, "inject_size")?;
+    queue_limits(hi, max_wr, tx_iov_max, max_sge, inject_max)?;
     if hi.tx.msg_order & !RDM_MSG_ORDER != 0 || hi.rx.msg_order & !RDM_MSG_ORDER != 0 {
         tracing::info!("getinfo: RDM endpoints do not keep the message ordering requested");
         return Err(FiError::NODATA);
@@ -783,7 +846,6 @@ fn build_rdm_info(req: &Request, dc: &DevCaps, src: Option<SocketAddr>, dest: Op
         (None, f) if f != FI_FORMAT_UNSPEC => f,
         (None, _) => FI_SOCKADDR_IN,
     };
-    let echo = |hint: u32, default: u32| if hint != 0 { hint } else { default };
     let rdm_have = if hi.domain.data_progress == FI_PROGRESS_AUTO || hi.domain.control_progress == FI_PROGRESS_AUTO {
         FI_PROGRESS_AUTO
     } else {
@@ -836,47 +898,12 @@ fn build_rdm_info(req: &Request, dc: &DevCaps, src: Option<SocketAddr>, dest: Op
             rx_ctx_cnt: 1,
             auth_key_size: 0,
         },
-        domain: DomainAttr {
-            name: Some(dc.dev.name().to_string()),
-            threading: threading(hi.domain.threading)?,
-            // Connections, rendezvous and credits advance inside the
-            // application's calls (CQ/counter reads, fi_trywait, data calls).
-            // FI_PROGRESS_AUTO asked for either: the endpoint runs a progress
-            // thread (rdm::auto), which makes both automatic.
-            control_progress: progress(req.version, hi.domain.control_progress, rdm_have, "control")?,
-            data_progress: progress(req.version, hi.domain.data_progress, rdm_have, "data")?,
-            resource_mgmt: echo(hi.domain.resource_mgmt, FI_RM_ENABLED),
-            av_type: hi.domain.av_type,
-            mr_mode,
-            mr_key_size: 4,
-            cq_data_size: 4,
-            cq_cnt: dc.attr.max_cq.max(0) as usize,
-            ep_cnt: dc.attr.max_qp.max(0) as usize,
-            tx_ctx_cnt: dc.attr.max_qp.max(0) as usize,
-            rx_ctx_cnt: dc.attr.max_qp.max(0) as usize,
-            max_ep_tx_ctx: 1,
-            max_ep_rx_ctx: 1,
-            max_ep_stx_ctx: 0,
-            max_ep_srx_ctx: 0,
-            cntr_cnt: CNTR_CNT,
-            mr_iov_limit: 1,
-            caps: DOMAIN_CAPS,
-            mode: 0,
-            auth_key_size: 0,
-            max_err_data: 0,
-            mr_cnt: dc.attr.max_mr.max(0) as usize,
-            tclass: hi.domain.tclass,
-            max_ep_auth_key: 0,
-            max_group_id: 0,
-            max_cntr_value: u64::MAX,
-            max_err_cntr_value: u64::MAX,
-        },
-        fabric: FabricAttr {
-            name: Some(dc.fabric_name.clone()),
-            prov_name: None,
-            prov_version: PROV_VERSION,
-            api_version: req.version,
-        },
+        // Connections, rendezvous and credits advance inside the
+        // application's calls (CQ/counter reads, fi_trywait, data calls).
+        // FI_PROGRESS_AUTO asked for either: the endpoint runs a progress
+        // thread (rdm::auto), which makes both automatic.
+        domain: domain_attr(req, dc, hi, rdm_have, rdm_have, mr_mode)?,
+        fabric: fabric_attr(req, dc),
     })
 }
 
@@ -952,15 +979,8 @@ pub fn getinfo(req: &Request) -> FiResult<Vec<Info>> {
 
     let mut out = Vec::new();
     for dev in devices {
-        if let Some(want) = &cfg.device_name {
-            if !dev.name().starts_with(want.as_str()) {
-                continue;
-            }
-        }
-        if let Some(want) = hints.and_then(|h| h.domain.name.as_ref()) {
-            if want != dev.name() {
-                continue;
-            }
+        if !device_wanted(dev, hints) {
+            continue;
         }
         let (s, d) = if let Some((rdev, local)) = &route {
             if !Arc::ptr_eq(rdev, dev) {
@@ -988,22 +1008,9 @@ pub fn getinfo(req: &Request) -> FiResult<Vec<Info>> {
                 }
             }
         };
-        let dc = match dev_caps(dev) {
-            Ok(dc) => dc,
-            Err(e) => {
-                tracing::warn!("getinfo: cannot query device {}: {:?}", dev.name(), e);
-                continue;
-            }
-        };
-        if dc.port.state != verbs::PORT_ACTIVE {
-            tracing::info!("getinfo: device {} port 1 is not active", dev.name());
+        let Some(dc) = usable_device(dev, hints) else {
             continue;
-        }
-        if let Some(want) = hints.and_then(|h| h.fabric.name.as_ref()) {
-            if *want != dc.fabric_name {
-                continue;
-            }
-        }
+        };
         // MSG first (what applications that ask for any endpoint type get first), then RDM.
         for build in [build_info, build_rdm_info] {
             match build(req, &dc, s, d) {

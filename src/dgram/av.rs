@@ -66,23 +66,7 @@ pub fn domain_gid(domain: &Domain) -> [u8; 16] {
 
 impl DgramAv {
     pub fn open(domain: &Arc<Domain>, attr: &AvAttr) -> FiResult<Arc<DgramAv>> {
-        let av_type = match attr.av_type {
-            FI_AV_UNSPEC => FI_AV_MAP,
-            FI_AV_TABLE | FI_AV_MAP => attr.av_type,
-            t => return crate::fail!(FiError::INVAL, "fi_av_open: unknown AV type {t}"),
-        };
-        if attr.rx_ctx_bits != 0 {
-            return crate::fail!(FiError::NOSYS, "fi_av_open: scalable endpoints (rx_ctx_bits {}) are not supported", attr.rx_ctx_bits);
-        }
-        if attr.named || attr.flags & FI_READ != 0 {
-            return crate::fail!(FiError::NOSYS, "fi_av_open: named (shared) address vectors are not supported");
-        }
-        if attr.flags & FI_EVENT != 0 {
-            return crate::fail!(FiError::NOSYS, "fi_av_open: asynchronous inserts (FI_EVENT) are not supported");
-        }
-        if attr.flags & !(FI_SYMMETRIC | FI_EVENT | FI_READ) != 0 {
-            return crate::fail!(FiError::BADFLAGS, "fi_av_open: unsupported flags {:#x}", attr.flags);
-        }
+        let av_type = attr.check(FI_AV_MAP)?;
         let gid = domain_gid(domain);
         let sgid_index = super::info::sgid_index(&domain.dev, &gid).unwrap_or(crate::config::get().gid_idx.clamp(0, 255) as u8);
         Ok(Arc::new(DgramAv {

@@ -102,18 +102,10 @@ pub fn getinfo(req: &Request) -> FiResult<Vec<Info>> {
     }
     let service = if req.node.is_none() || req.flags & FI_SOURCE != 0 { port.unwrap_or(0) } else { src.map_or(0, |s| s.service) };
 
-    let cfg = config::get();
     let mut out = Vec::new();
     for dev in verbs::devices() {
-        if let Some(want) = &cfg.device_name {
-            if !dev.name().starts_with(want.as_str()) {
-                continue;
-            }
-        }
-        if let Some(want) = hints.and_then(|h| h.domain.name.as_ref()) {
-            if want != dev.name() {
-                continue;
-            }
+        if !device_wanted(dev, hints) {
+            continue;
         }
         // The device: the one holding the source IP or GID, else the one
         // routing to the destination, else every device.
@@ -132,21 +124,9 @@ pub fn getinfo(req: &Request) -> FiResult<Vec<Info>> {
                 _ => continue,
             }
         }
-        let dc = match dev_caps(dev) {
-            Ok(dc) => dc,
-            Err(e) => {
-                tracing::warn!("getinfo: cannot query device {}: {:?}", dev.name(), e);
-                continue;
-            }
-        };
-        if dc.port.state != verbs::PORT_ACTIVE {
+        let Some(dc) = usable_device(dev, hints) else {
             continue;
-        }
-        if let Some(want) = hints.and_then(|h| h.fabric.name.as_ref()) {
-            if *want != dc.fabric_name {
-                continue;
-            }
-        }
+        };
         let s = match src {
             Some(s) => s,
             None => local_name(dev, src_ip.or_else(|| first_ip(dev)), service),
@@ -195,16 +175,7 @@ fn build(req: &Request, dc: &DevCaps, src: UdName, dest: Option<UdName>) -> FiRe
         return Err(FiError::NODATA);
     }
     over(hi.ep.max_msg_size, max_msg, "max_msg_size")?;
-    if hi.ep.tx_ctx_cnt == FI_SHARED_CONTEXT || hi.ep.rx_ctx_cnt == FI_SHARED_CONTEXT {
-        tracing::info!("getinfo: DGRAM endpoints have no shared contexts");
-        return Err(FiError::NODATA);
-    }
-    over(hi.ep.tx_ctx_cnt, 1, "ep tx_ctx_cnt")?;
-    over(hi.ep.rx_ctx_cnt, 1, "ep rx_ctx_cnt")?;
-    if hi.ep.auth_key_size != 0 || hi.domain.auth_key_size != 0 {
-        return Err(FiError::NODATA);
-    }
-    check_newer_domain_hints(&hi.domain)?;
+    one_context_no_keys(hi, "DGRAM")?;
 
     let max_wr = dc.attr.max_qp_wr.max(1) as usize;
     let max_sge = dc.attr.max_sge.max(1) as usize;
@@ -213,12 +184,7 @@ fn build(req: &Request, dc: &DevCaps, src: UdName, dest: Option<UdName>) -> FiRe
     // Injected bytes are copied into registered memory of the endpoint:
     // anything up to a message.
     let inject_max = max_msg;
-    over(hi.tx.size, max_wr, "tx size")?;
-    over(hi.rx.size, max_wr, "rx size")?;
-    over(hi.tx.iov_limit, max_sge, "tx iov_limit")?;
-    over(hi.rx.iov_limit, rx_sge, "rx iov_limit")?;
-    over(hi.tx.rma_iov_limit, 1, "rma_iov_limit")?;
-    over(hi.tx.inject_size, inject_max, "inject_size")?;
+    queue_limits(hi, max_wr, max_sge, rx_sge, inject_max)?;
     if (hi.tx.op_flags | hi.rx.op_flags) & !DGRAM_OP_FLAGS != 0 {
         tracing::info!("getinfo: DGRAM endpoints do not take op_flags {:#x}", (hi.tx.op_flags | hi.rx.op_flags) & !DGRAM_OP_FLAGS);
         return Err(FiError::NODATA);
@@ -247,7 +213,6 @@ fn build(req: &Request, dc: &DevCaps, src: UdName, dest: Option<UdName>) -> FiRe
         FI_AV_UNSPEC | FI_AV_MAP | FI_AV_TABLE => {}
         _ => return Err(FiError::NODATA),
     }
-    let echo = |hint: u32, default: u32| if hint != 0 { hint } else { default };
     let prefix_mode = if prefix { FI_MSG_PREFIX } else { 0 };
     Ok(Info {
         caps,
@@ -296,43 +261,8 @@ fn build(req: &Request, dc: &DevCaps, src: UdName, dest: Option<UdName>) -> FiRe
             rx_ctx_cnt: 1,
             auth_key_size: 0,
         },
-        domain: DomainAttr {
-            name: Some(dc.dev.name().to_string()),
-            threading: threading(hi.domain.threading)?,
-            // The device moves the datagrams; there is no control traffic.
-            control_progress: progress(req.version, hi.domain.control_progress, FI_PROGRESS_AUTO, "control")?,
-            data_progress: progress(req.version, hi.domain.data_progress, FI_PROGRESS_AUTO, "data")?,
-            resource_mgmt: echo(hi.domain.resource_mgmt, FI_RM_ENABLED),
-            av_type: hi.domain.av_type,
-            mr_mode,
-            mr_key_size: 4,
-            cq_data_size: 4,
-            cq_cnt: dc.attr.max_cq.max(0) as usize,
-            ep_cnt: dc.attr.max_qp.max(0) as usize,
-            tx_ctx_cnt: dc.attr.max_qp.max(0) as usize,
-            rx_ctx_cnt: dc.attr.max_qp.max(0) as usize,
-            max_ep_tx_ctx: 1,
-            max_ep_rx_ctx: 1,
-            max_ep_stx_ctx: 0,
-            max_ep_srx_ctx: 0,
-            cntr_cnt: CNTR_CNT,
-            mr_iov_limit: 1,
-            caps: DOMAIN_CAPS,
-            mode: 0,
-            auth_key_size: 0,
-            max_err_data: 0,
-            mr_cnt: dc.attr.max_mr.max(0) as usize,
-            tclass: hi.domain.tclass,
-            max_ep_auth_key: 0,
-            max_group_id: 0,
-            max_cntr_value: u64::MAX,
-            max_err_cntr_value: u64::MAX,
-        },
-        fabric: FabricAttr {
-            name: Some(dc.fabric_name.clone()),
-            prov_name: None,
-            prov_version: PROV_VERSION,
-            api_version: req.version,
-        },
+        // The device moves the datagrams; there is no control traffic.
+        domain: domain_attr(req, dc, hi, FI_PROGRESS_AUTO, FI_PROGRESS_AUTO, mr_mode)?,
+        fabric: fabric_attr(req, dc),
     })
 }

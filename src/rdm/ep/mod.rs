@@ -471,26 +471,8 @@ impl RdmEp {
         if g.enabled || g.closed {
             return crate::fail!(FiError::OPBADSTATE, "fi_ep_bind: endpoint already enabled");
         }
-        if !Arc::ptr_eq(cq.domain.get(), self.domain.get()) {
-            return crate::fail!(FiError::DOMAIN, "fi_ep_bind: CQ belongs to another domain");
-        }
-        if flags & !(FI_TRANSMIT | FI_RECV | FI_SELECTIVE_COMPLETION) != 0 {
-            return crate::fail!(FiError::BADFLAGS, "fi_ep_bind: unsupported CQ bind flags {flags:#x}");
-        }
-        if flags & (FI_TRANSMIT | FI_RECV) == 0 {
-            return crate::fail!(FiError::BADFLAGS, "fi_ep_bind: CQ bind needs FI_TRANSMIT and/or FI_RECV");
-        }
-        if (flags & FI_TRANSMIT != 0 && g.tx_cq.is_some()) || (flags & FI_RECV != 0 && g.rx_cq.is_some()) {
-            return crate::fail!(FiError::INVAL, "fi_ep_bind: a CQ is already bound for that direction");
-        }
-        let sel = flags & FI_SELECTIVE_COMPLETION != 0;
-        if flags & FI_TRANSMIT != 0 {
-            g.tx_cq = Some((Hold::new(cq), sel));
-        }
-        if flags & FI_RECV != 0 {
-            g.rx_cq = Some((Hold::new(cq), sel));
-        }
-        Ok(())
+        let g = &mut *g;
+        crate::cq::bind_cq(self.domain.get(), &mut g.tx_cq, &mut g.rx_cq, cq, flags)
     }
 
     /// `fi_ep_bind` to a counter (`FI_SEND`/`FI_RECV`/`FI_READ`/`FI_WRITE`).
@@ -508,20 +490,8 @@ impl RdmEp {
     /// `fi_ep_bind` to an address vector.
     pub fn bind_av(&self, av: &Arc<Av>, flags: u64) -> FiResult<()> {
         let mut g = self.inner.lock();
-        if flags != 0 {
-            return crate::fail!(FiError::BADFLAGS, "fi_ep_bind: AV bind flags must be 0");
-        }
-        if g.enabled || g.closed {
-            return crate::fail!(FiError::OPBADSTATE, "fi_ep_bind: endpoint already enabled");
-        }
-        if !Arc::ptr_eq(av.domain.get(), self.domain.get()) {
-            return crate::fail!(FiError::DOMAIN, "fi_ep_bind: AV belongs to another domain");
-        }
-        if g.av.is_some() {
-            return crate::fail!(FiError::INVAL, "fi_ep_bind: an AV is already bound");
-        }
-        g.av = Some(Hold::new(av));
-        Ok(())
+        let enabled = g.enabled || g.closed;
+        crate::av::bind_av(&mut g.av, enabled, self.domain.get(), av, av.domain.get(), flags)
     }
 
     /// `fi_setname` (before `fi_enable`): the address to listen on.
