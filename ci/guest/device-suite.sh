@@ -243,6 +243,7 @@ CTESTS=(
   rdm_manypeers_perqp:rdm_manypeers:perqp
   rdm_multi:rdm_multi
   rdm_unexpected:rdm_unexpected
+  rdm_unknown_src:rdm_unknown_src
   rdm_multirecv:rdm_multirecv
   rdm_peek:rdm_peek
   rdm_atomic:rdm_atomic
@@ -484,7 +485,7 @@ REL_LSAN_TESTS=(msg_connect msg_sendrecv msg_rma msg_shutdown cntr_msg rdm_sendr
   # the error paths (bad input, refused and failed connections, bad keys),
   # wait objects and progress threads, AV changes, many endpoints
   bad_input msg_reject msg_badkey msg_selective msg_cq_sread msg_waitloop msg_api14
-  rdm_rma rdm_source rdm_multi rdm_simul rdm_inject_burst rdm_idle_peers rdm_waitloop rdm_auto rdm_eager_mismatch
+  rdm_rma rdm_source rdm_unknown_src rdm_multi rdm_simul rdm_inject_burst rdm_idle_peers rdm_waitloop rdm_auto rdm_eager_mismatch
   # peers killed, restarted or disconnected behind our back, many peers,
   # full queues: what failing connections and graves free
   rdm_peerkill rdm_restart rdm_late_peer rdm_inject_fail msg_peerkill rdm_manypeers fault_queues

@@ -13,6 +13,12 @@
 //! * A message that matches nothing is queued as unexpected (eager payloads are
 //!   copied into owned bytes, rendezvous requests keep their descriptor). A
 //!   receive being posted first searches the unexpected queue in arrival order.
+//! * A message from a sender not (yet) in the address vector carries the
+//!   source FI_ADDR_NOTAVAIL and its sender's address (`Incoming::origin`).
+//!   After the application inserts that address, [`Matcher::resolve_unknown`]
+//!   gives such queued messages their fi_addr, so a directed receive posted
+//!   then takes them, and completions report the source (as rxm does on
+//!   `fi_av_insert`; fabtests' `fi_unexpected_msg` checks it).
 //! * Messages longer than the receive buffer are delivered truncated:
 //!   `Delivery::olen` is what did not fit (an FI_ETRUNC error entry).
 //!
@@ -32,10 +38,11 @@
 //! [`Matcher::read_finished`]).
 
 use std::collections::VecDeque;
+use std::net::SocketAddr;
 use rustc_hash::FxHashMap as HashMap;
 
 use super::proto::{Message, Segment};
-use crate::fi::consts::{FI_ADDR_UNSPEC, FI_CLAIM, FI_DISCARD, FI_MSG, FI_MULTI_RECV, FI_PEEK, FI_RECV, FI_REMOTE_CQ_DATA, FI_TAGGED};
+use crate::fi::consts::{FI_ADDR_NOTAVAIL, FI_ADDR_UNSPEC, FI_CLAIM, FI_DISCARD, FI_MSG, FI_MULTI_RECV, FI_PEEK, FI_RECV, FI_REMOTE_CQ_DATA, FI_TAGGED};
 use crate::error::{FiError, FiResult};
 
 /// Alignment of message starts inside a multi-receive buffer, relative to the buffer's start.
@@ -137,6 +144,9 @@ pub struct Incoming<'a> {
     pub tag: u64,
     pub data: Option<u64>,
     pub body: Body<'a>,
+    /// The sender's address: kept with the message when it is queued with
+    /// source FI_ADDR_NOTAVAIL, for `Matcher::resolve_unknown`.
+    pub origin: Option<SocketAddr>,
 }
 
 impl<'a> Incoming<'a> {
@@ -154,7 +164,7 @@ impl<'a> Incoming<'a> {
 
     /// The application message a decoded wire message carries; None for
     /// control messages (FIN, NACK, CREDIT).
-    pub fn from_message(src: u64, m: Message<'a>) -> Option<Incoming<'a>> {
+    pub fn from_message(src: u64, origin: Option<SocketAddr>, m: Message<'a>) -> Option<Incoming<'a>> {
         let (env, body) = match m {
             Message::Eager { env, payload, .. } => (env, Body::Eager(payload)),
             Message::Rts { env, msg_id, len, segs, .. } => {
@@ -169,6 +179,7 @@ impl<'a> Incoming<'a> {
             tag: env.tag.unwrap_or(0),
             data: env.data.map(u64::from),
             body,
+            origin,
         })
     }
 }
@@ -302,6 +313,8 @@ struct Unexpected {
     /// Claimed by FI_PEEK|FI_CLAIM with this context: invisible to everything
     /// but an FI_CLAIM receive with the same context.
     claimed: Option<u64>,
+    /// The sender's address while `info.src` is FI_ADDR_NOTAVAIL.
+    origin: Option<SocketAddr>,
 }
 
 impl Unexpected {
@@ -421,7 +434,8 @@ impl Matcher {
                 Body::Eager(p) => Stored::Eager(p.to_vec()),
                 Body::Rndv(r) => Stored::Rndv(r),
             };
-            q.unexpected.push_back(Unexpected { info, body, claimed: None });
+            let origin = if msg.src == FI_ADDR_NOTAVAIL { msg.origin } else { None };
+            q.unexpected.push_back(Unexpected { info, body, claimed: None, origin });
             return Action::Queued;
         };
         let is_read = matches!(msg.body, Body::Rndv(_));
@@ -626,6 +640,27 @@ impl Matcher {
             None => {}
         }
         Canceled { handle: p.handle, context: p.context, kind, tag: p.tag, flags, last }
+    }
+
+    /// Gives the queued messages whose sender was not in the address vector
+    /// when they arrived (source FI_ADDR_NOTAVAIL) the fi_addr `lookup` finds
+    /// for their sender now (FI_ADDR_NOTAVAIL: still unknown). The caller
+    /// calls it when the address vector changed, before a receive searches
+    /// the queue. Returns how many were resolved.
+    pub fn resolve_unknown(&mut self, mut lookup: impl FnMut(&SocketAddr) -> u64) -> usize {
+        let mut n = 0;
+        for q in &mut self.queues {
+            for u in q.unexpected.iter_mut() {
+                let Some(a) = u.origin else { continue };
+                let src = lookup(&a);
+                if src != FI_ADDR_NOTAVAIL {
+                    u.info.src = src;
+                    u.origin = None;
+                    n += 1;
+                }
+            }
+        }
+        n
     }
 
     /// Removes the unexpected messages from `src` (the peer left the address

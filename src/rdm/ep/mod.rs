@@ -286,6 +286,9 @@ struct Inner {
     cntr_binds: CntrBinds,
     cntrs: CntrSet,
     matcher: Matcher,
+    /// The AV generation the matcher's unknown-source messages were last
+    /// resolved against (`Matcher::resolve_unknown`).
+    src_gen: u64,
     /// Posted receives that consume a message, by matcher handle.
     recvs: Slab<RecvRec>,
     /// `lookup`'s last answer: (AV generation, fi_addr, address).
@@ -438,6 +441,7 @@ impl RdmEp {
                 cntr_binds: CntrBinds::default(),
                 cntrs: CntrSet::default(),
                 matcher: Matcher::new(),
+                src_gen: 0,
                 recvs: Slab::default(),
                 last_dest: None,
                 tx_count: 0,

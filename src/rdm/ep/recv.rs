@@ -43,10 +43,19 @@ impl RdmEp {
         } else {
             FI_ADDR_UNSPEC
         };
-        if src != FI_ADDR_UNSPEC {
-            let av = g.av.as_ref().expect("ready");
-            if av.lookup(src).is_none() {
-                return crate::fail!(FiError::INVAL, "recv: source fi_addr {src:#x} is not in the address vector");
+        let av = g.av.as_ref().expect("ready");
+        if src != FI_ADDR_UNSPEC && av.lookup(src).is_none() {
+            return crate::fail!(FiError::INVAL, "recv: source fi_addr {src:#x} is not in the address vector");
+        }
+        // Messages queued from senders the AV did not hold yet: the AV
+        // changed since, so they may have an fi_addr now (a directed receive
+        // must find them, a completion must name them).
+        let gen = av.generation();
+        if gen != g.src_gen {
+            g.src_gen = gen;
+            let n = g.matcher.resolve_unknown(|a| av.reverse(a));
+            if n > 0 {
+                tracing::debug!("rdm: {n} queued message(s) from senders just inserted in the AV now have their fi_addr");
             }
         }
         let consumes = !peek && !discard_claim;
@@ -396,13 +405,13 @@ impl Inner {
                             match self.matcher.take_head(kind, src, tag, data, payload.len()) {
                                 Some(d) => self.complete_recv(&d, &payload[..d.len], None),
                                 None => {
-                                    let a = self.matcher.arrive(Incoming { src, kind, tag, data, body: Body::Eager(payload) });
+                                    let a = self.matcher.arrive(Incoming { src, kind, tag, data, body: Body::Eager(payload), origin: Some(addr) });
                                     self.execute(a, Some(payload));
                                 }
                             }
                         }
                         Message::Rts { .. } => {
-                            let mut inc = Incoming::from_message(src, msg).expect("a data message");
+                            let mut inc = Incoming::from_message(src, Some(addr), msg).expect("a data message");
                             if let Body::Rndv(r) = &mut inc.body {
                                 let lid = net.next_lid;
                                 net.next_lid += 1;

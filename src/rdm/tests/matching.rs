@@ -6,10 +6,10 @@ use super::*;
 const ANY: u64 = FI_ADDR_UNSPEC;
 
 fn eager(src: u64, payload: &[u8]) -> Incoming<'_> {
-    Incoming { src, kind: Kind::Msg, tag: 0, data: None, body: Body::Eager(payload) }
+    Incoming { src, kind: Kind::Msg, tag: 0, data: None, body: Body::Eager(payload), origin: None }
 }
 fn teager(src: u64, tag: u64, payload: &[u8]) -> Incoming<'_> {
-    Incoming { src, kind: Kind::Tagged, tag, data: None, body: Body::Eager(payload) }
+    Incoming { src, kind: Kind::Tagged, tag, data: None, body: Body::Eager(payload), origin: None }
 }
 fn rndv(msg_id: u64, len: usize) -> Rendezvous {
     Rendezvous { msg_id, len, segs: vec![Segment { addr: 0x10000, len: len as u64, rkey: 7 }] }
@@ -55,7 +55,7 @@ fn take_head_is_arrive_when_it_answers() {
             let src = rng.below(3);
             let tag = if kind == Kind::Tagged { rng.below(4) } else { 0 };
             let data = if rng.below(3) == 0 { Some(step) } else { None };
-            let inc = Incoming { src, kind, tag, data, body: Body::Eager(&payload) };
+            let inc = Incoming { src, kind, tag, data, body: Body::Eager(&payload), origin: None };
             let want = b.arrive(inc.clone());
             match a.take_head(kind, src, tag, data, payload.len()) {
                 Some(d) => {
@@ -153,6 +153,42 @@ fn directed_receive_filters_by_source() {
 }
 
 #[test]
+fn unknown_senders_resolved_after_av_insert() {
+    // fabtests' fi_unexpected_msg: two messages from a sender the AV does not
+    // hold yet; the first is taken by an any-source receive, then the
+    // address is inserted and a directed receive must take the second.
+    let a: SocketAddr = "10.0.0.1:4000".parse().unwrap();
+    let b: SocketAddr = "10.0.0.2:4000".parse().unwrap();
+    let unknown = |tag, p| Incoming { src: FI_ADDR_NOTAVAIL, kind: Kind::Tagged, tag, data: None, body: Body::Eager(p), origin: Some(a) };
+    let mut m = Matcher::new();
+    assert_eq!(m.arrive(unknown(5, b"first")), Action::Queued);
+    assert_eq!(m.arrive(unknown(5, b"second")), Action::Queued);
+    // A message from another unknown sender, and one from a known sender (no origin kept).
+    let other = Incoming { src: FI_ADDR_NOTAVAIL, kind: Kind::Msg, tag: 0, data: None, body: Body::Eager(b"b"), origin: Some(b) };
+    assert_eq!(m.arrive(other), Action::Queued);
+    assert_eq!(m.arrive(Incoming { origin: Some(b), ..teager(9, 5, b"known") }), Action::Queued);
+    let got = m.post(RecvRequest::tagged(1, 0x1, 64, 5, 0).from(ANY)).unwrap();
+    assert!(matches!(&got[..], [Action::DeliverQueued(d, p)] if d.src == FI_ADDR_NOTAVAIL && p == b"first"));
+    // Before the insert, a directed receive for 7 finds nothing of a's.
+    assert!(m.post(RecvRequest::tagged(2, 0x2, 64, 5, 0).from(7)).unwrap().is_empty());
+    assert_eq!(m.cancel(0x2).map(|c| c.handle), Some(2));
+    // The AV now maps a to 7 (b is still unknown).
+    let n = m.resolve_unknown(|x| if *x == a { 7 } else { FI_ADDR_NOTAVAIL });
+    assert_eq!(n, 1, "only a's queued message is resolved");
+    let got = m.post(RecvRequest::tagged(3, 0x3, 64, 5, 0).from(7)).unwrap();
+    assert!(matches!(&got[..], [Action::DeliverQueued(d, p)] if d.src == 7 && p == b"second"), "{got:?}");
+    // b's message keeps FI_ADDR_NOTAVAIL until b is inserted, then says so.
+    assert_eq!(m.resolve_unknown(|_| FI_ADDR_NOTAVAIL), 0);
+    assert_eq!(m.resolve_unknown(|x| if *x == b { 8 } else { FI_ADDR_NOTAVAIL }), 1);
+    let got = m.post(RecvRequest::msg(4, 0x4, 64).from(ANY)).unwrap();
+    assert!(matches!(&got[..], [Action::DeliverQueued(d, _)] if d.src == 8));
+    // The known sender's message was never relabelled (its src stood).
+    assert_eq!(m.resolve_unknown(|_| 99), 0);
+    let got = m.post(RecvRequest::tagged(5, 0x5, 64, 5, 0).from(9)).unwrap();
+    assert!(matches!(&got[..], [Action::DeliverQueued(d, p)] if d.src == 9 && p == b"known"));
+}
+
+#[test]
 fn unexpected_messages_are_taken_in_arrival_order() {
     let mut m = Matcher::new();
     assert_eq!(m.arrive(teager(1, 7, b"one")), Action::Queued);
@@ -172,7 +208,7 @@ fn unexpected_messages_are_taken_in_arrival_order() {
 fn rendezvous_expected_and_unexpected() {
     let mut m = Matcher::new();
     m.post(RecvRequest::tagged(1, 0xa, 1 << 20, 3, 0)).unwrap();
-    let inc = Incoming { src: 4, kind: Kind::Tagged, tag: 3, data: Some(0xbeef), body: Body::Rndv(rndv(77, 100_000)) };
+    let inc = Incoming { src: 4, kind: Kind::Tagged, tag: 3, data: Some(0xbeef), body: Body::Rndv(rndv(77, 100_000)), origin: None };
     match m.arrive(inc) {
         Action::Read(d, r) => {
             assert_eq!((d.handle, d.offset, d.len, d.olen, d.data), (1, 0, 100_000, 0, 0xbeef));
@@ -183,7 +219,7 @@ fn rendezvous_expected_and_unexpected() {
         other => panic!("{other:?}"),
     }
     // Unexpected rendezvous, then a receive smaller than the message: truncated read.
-    let inc = Incoming { src: 4, kind: Kind::Msg, tag: 0, data: None, body: Body::Rndv(rndv(78, 50_000)) };
+    let inc = Incoming { src: 4, kind: Kind::Msg, tag: 0, data: None, body: Body::Rndv(rndv(78, 50_000)), origin: None };
     assert_eq!(m.arrive(inc), Action::Queued);
     match &m.post(RecvRequest::msg(2, 0xb, 30_000)).unwrap()[..] {
         [Action::Read(d, r)] => {
@@ -300,12 +336,12 @@ fn multi_recv_release_flag_waits_for_running_reads() {
     let mut m = Matcher::new();
     m.set_min_multi_recv(16);
     m.post(RecvRequest::msg(1, 0xa, 128).with_flags(FI_MULTI_RECV)).unwrap();
-    let r1 = match m.arrive(Incoming { src: 1, kind: Kind::Msg, tag: 0, data: None, body: Body::Rndv(rndv(1, 40)) }) {
+    let r1 = match m.arrive(Incoming { src: 1, kind: Kind::Msg, tag: 0, data: None, body: Body::Rndv(rndv(1, 40)), origin: None }) {
         Action::Read(d, _) => d,
         other => panic!("{other:?}"),
     };
     assert_eq!((r1.offset, r1.len, r1.last), (0, 40, false));
-    let r2 = match m.arrive(Incoming { src: 1, kind: Kind::Msg, tag: 0, data: None, body: Body::Rndv(rndv(2, 40)) }) {
+    let r2 = match m.arrive(Incoming { src: 1, kind: Kind::Msg, tag: 0, data: None, body: Body::Rndv(rndv(2, 40)), origin: None }) {
         Action::Read(d, _) => d,
         other => panic!("{other:?}"),
     };
@@ -325,7 +361,7 @@ fn multi_recv_release_flag_waits_for_running_reads() {
 
     // A read finishing while the buffer is still posted does not release it.
     m.post(RecvRequest::msg(2, 0xb, 128).with_flags(FI_MULTI_RECV)).unwrap();
-    let r = match m.arrive(Incoming { src: 1, kind: Kind::Msg, tag: 0, data: None, body: Body::Rndv(rndv(3, 8)) }) {
+    let r = match m.arrive(Incoming { src: 1, kind: Kind::Msg, tag: 0, data: None, body: Body::Rndv(rndv(3, 8)), origin: None }) {
         Action::Read(d, _) => d,
         other => panic!("{other:?}"),
     };
@@ -341,7 +377,7 @@ fn peek_claim_discard() {
     let mut m = Matcher::new();
     let peek = |tag, ctx, flags| RecvRequest::tagged(0, ctx, 0, tag, 0).with_flags(FI_PEEK | flags);
     assert_eq!(m.post(peek(5, 0x100, 0)).unwrap(), vec![Action::NoMessage { context: 0x100 }]);
-    m.arrive(Incoming { src: 3, kind: Kind::Tagged, tag: 5, data: Some(9), body: Body::Eager(b"hello") });
+    m.arrive(Incoming { src: 3, kind: Kind::Tagged, tag: 5, data: Some(9), body: Body::Eager(b"hello"), origin: None });
     // Plain peek reports and leaves the message.
     let info = MsgInfo { src: 3, kind: Kind::Tagged, tag: 5, data: Some(9), len: 5 };
     assert_eq!(m.post(peek(5, 0x101, 0)).unwrap(), vec![Action::Peeked { context: 0x101, info, claimed: false }]);
@@ -370,7 +406,7 @@ fn peek_claim_discard() {
     assert_eq!(m.unexpected_count(Kind::Tagged), 0);
 
     // Peek + discard drops the first matching message; a rendezvous one needs a FIN.
-    m.arrive(Incoming { src: 3, kind: Kind::Tagged, tag: 6, data: None, body: Body::Rndv(rndv(44, 1000)) });
+    m.arrive(Incoming { src: 3, kind: Kind::Tagged, tag: 6, data: None, body: Body::Rndv(rndv(44, 1000)), origin: None });
     m.arrive(teager(3, 6, b"keep"));
     match &m.post(peek(6, 0x200, FI_DISCARD)).unwrap()[..] {
         [Action::Discarded { context: 0x200, info, rndv: Some(r) }] => assert_eq!((info.len, r.msg_id), (1000, 44)),
@@ -415,7 +451,7 @@ fn cancel_removes_posted_receives() {
     m.post(RecvRequest::msg(4, 0xd, 64).with_flags(FI_MULTI_RECV)).unwrap();
     assert_eq!(m.cancel(0xd).unwrap().flags, FI_RECV | FI_MSG | FI_MULTI_RECV);
     m.post(RecvRequest::msg(5, 0xe, 64).with_flags(FI_MULTI_RECV)).unwrap();
-    let r = match m.arrive(Incoming { src: 1, kind: Kind::Msg, tag: 0, data: None, body: Body::Rndv(rndv(1, 8)) }) {
+    let r = match m.arrive(Incoming { src: 1, kind: Kind::Msg, tag: 0, data: None, body: Body::Rndv(rndv(1, 8)), origin: None }) {
         Action::Read(d, _) => d,
         other => panic!("{other:?}"),
     };
@@ -434,7 +470,7 @@ fn cancel_removes_posted_receives() {
 fn drop_source_forgets_its_unexpected_messages() {
     let mut m = Matcher::new();
     m.arrive(eager(1, b"a"));
-    m.arrive(Incoming { src: 2, kind: Kind::Tagged, tag: 0, data: None, body: Body::Rndv(rndv(5, 10)) });
+    m.arrive(Incoming { src: 2, kind: Kind::Tagged, tag: 0, data: None, body: Body::Rndv(rndv(5, 10)), origin: None });
     m.arrive(eager(2, b"b"));
     let r = m.drop_source(2);
     assert_eq!(r.iter().map(|r| r.msg_id).collect::<Vec<_>>(), vec![5]);
@@ -446,14 +482,14 @@ fn drop_source_forgets_its_unexpected_messages() {
 fn from_message_maps_envelopes() {
     use crate::rdm::proto::Envelope;
     let m = Message::Eager { credits: 1, msg_id: 2, env: Envelope { tag: Some(7), data: Some(3) }, payload: b"p" };
-    let inc = Incoming::from_message(9, m).unwrap();
+    let inc = Incoming::from_message(9, None, m).unwrap();
     assert_eq!((inc.src, inc.kind, inc.tag, inc.data, inc.len()), (9, Kind::Tagged, 7, Some(3), 1));
     let segs = vec![Segment { addr: 1, len: 5, rkey: 2 }];
     let m = Message::Rts { credits: 0, msg_id: 4, env: Envelope::default(), len: 5, segs: segs.clone() };
-    let inc = Incoming::from_message(9, m).unwrap();
+    let inc = Incoming::from_message(9, None, m).unwrap();
     assert_eq!((inc.kind, inc.body), (Kind::Msg, Body::Rndv(Rendezvous { msg_id: 4, len: 5, segs })));
-    assert!(Incoming::from_message(9, Message::Credit { credits: 1, release: 0, recall: None }).is_none());
-    assert!(Incoming::from_message(9, Message::Fin { credits: 1, msg_id: 1, len: 0 }).is_none());
+    assert!(Incoming::from_message(9, None, Message::Credit { credits: 1, release: 0, recall: None }).is_none());
+    assert!(Incoming::from_message(9, None, Message::Fin { credits: 1, msg_id: 1, len: 0 }).is_none());
 }
 
 /// Randomized check against a reference: every arriving message goes to the
