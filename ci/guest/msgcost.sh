@@ -35,7 +35,7 @@ if ! command -v valgrind >/dev/null; then
   record msgcost_valgrind 1
   exit 1
 fi
-if [ ! -x "$BIN/fi_msgcost" ]; then
+if [ ! -x "$BIN/fi_msgcost" ] || [ ! -x "$BIN/fi_msgcost_msg" ]; then
   with_timeout 900 bash "$(dirname "${BASH_SOURCE[0]}")/../../tests/bench/build.sh" "$BIN" >"$LAB_OUT/build.log" 2>&1
   record msgcost_build $?
 fi
@@ -54,6 +54,44 @@ cmcost() {
   callgrind_annotate --inclusive=yes --threshold=100 --auto=no "$1" 2>/dev/null |
     awk '/:rdma_get_cm_event \[/ { gsub(",", "", $1); s += $1 } END { print s + 0 }'
 }
+
+# MSGCOST_EP=msg: MSG endpoints instead (tests/bench/fi_msgcost_msg: a
+# connected pair in one process, both ends counted), rsverbs (and
+# RSVERBS_BEFORE_PROV) beside libfabric's own C verbs, for each of
+# MSGCOST_MODES (send: fi_send + fi_recv, both completions read; inject:
+# fi_inject + fi_recv; write: fi_write, its completion read). One line each:
+#   MSGCOST name=rsverbs ep=msg mode=send per_op=1234
+if [ "${MSGCOST_EP:-rdm}" = msg ]; then
+  port=47990
+  for c in ${contenders% verbs_rxm:} verbs:; do
+    name=${c%%:*} dir=${c#*:}
+    if [ "$name" = verbs ]; then
+      envs="-u FI_PROVIDER_PATH FI_VERBS_IFACE=${LAB_NETDEV:-dummy0}"
+    else
+      envs="FI_PROVIDER_PATH=$dir"
+    fi
+    for mode in ${MSGCOST_MODES:-send inject write}; do
+      rc=0
+      for n in "$N1" "$N2"; do
+        port=$((port + 1))
+        # shellcheck disable=SC2086
+        with_timeout 1200 env $envs valgrind --tool=callgrind --callgrind-out-file="$LAB_OUT/msg.$name.$mode.$n.cg" \
+          "$BIN/fi_msgcost_msg" -a "$LAB_IP" -o "$port" -p verbs -m "$mode" -n "$n" \
+          >"$LAB_OUT/msg.$name.$mode.$n.log" 2>&1 || rc=1
+      done
+      a=$(total "$LAB_OUT/msg.$name.$mode.$N1.cg") b=$(total "$LAB_OUT/msg.$name.$mode.$N2.cg")
+      if [ "$rc" = 0 ] && [ -n "$a" ] && [ -n "$b" ]; then
+        echo "MSGCOST name=$name ep=msg mode=$mode per_op=$(( (b - a) / (N2 - N1) ))" | tee -a "$LAB_OUT/msgcost.txt"
+      else
+        echo "MSGCOST name=$name ep=msg mode=$mode failed (see $LAB_OUT/msg.$name.$mode.*.log)" | tee -a "$LAB_OUT/msgcost.txt"
+        rc=1
+      fi
+      record "msgcost_msg_${name}_$mode" "$rc"
+    done
+  done
+  lab_summary
+  exit
+fi
 
 for c in $contenders; do
   name=${c%%:*} dir=${c#*:}
