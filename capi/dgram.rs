@@ -7,10 +7,9 @@ use std::ffi::{c_char, c_int, c_void};
 use std::sync::Arc;
 
 use super::domain::DomainObj;
-use super::ep::{iovec_list, MAX_IOV};
+use super::ep::{bufs, iovec_list, MAX_IOV};
 use super::ep_shared::{self, msg_parts};
 use super::prov::{control_nosys, ops_open_nosys};
-use super::rdm::bufs;
 use super::util::*;
 use crate::av::AvAttr;
 use crate::dgram::av::DgramAv;

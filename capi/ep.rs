@@ -458,21 +458,6 @@ unsafe extern "C" fn ep_join(_e: *mut fid_ep, _a: *const c_void, _f: u64, _mc: *
 /// Buffers one operation may name (MSG and RDM endpoints alike).
 pub(crate) const MAX_IOV: usize = 32;
 
-/// Local buffers of one operation, converted from C under the fi_msg(3) contract.
-pub(crate) struct Iovs {
-    v: [std::mem::MaybeUninit<Iov>; MAX_IOV],
-    n: usize,
-    total: usize,
-    pub(crate) descs_ok: bool,
-}
-
-impl Iovs {
-    pub(crate) fn slice(&self) -> &[Iov] {
-        // SAFETY: `iovs` initialises the first n entries.
-        unsafe { std::slice::from_raw_parts(self.v.as_ptr() as *const Iov, self.n) }
-    }
-}
-
 /// The `i`th buffer of an operation as a verbs SGE, with its descriptor (0 for
 /// none) and whether that descriptor gave a key (an empty buffer needs none).
 /// Shared with RDM endpoints (`rdm::bufs`).
@@ -511,36 +496,53 @@ pub(crate) unsafe fn sge(i: usize, addr: u64, len: usize, desc: Option<*mut *mut
     Ok((iov, d, key.is_some() || len == 0))
 }
 
-/// # Safety
-/// `desc` must be NULL or hold `count` descriptors; the buffers must stay
-/// valid for the operation (fi_msg(3)); for inline sends, readable now.
-pub(crate) unsafe fn iovs(bufs: &[(u64, usize)], desc: Option<*mut *mut c_void>) -> FiResult<Iovs> {
-    // SAFETY: the caller's contract.
-    unsafe { iovs_dir(bufs, desc, false) }
+/// The application's buffers of one operation, on the stack (no allocation
+/// per call on the data path). `N`: room for that many (1 for the
+/// single-buffer calls, which then touch a few bytes, not `MAX_IOV` slots).
+pub(crate) struct Bufs<const N: usize> {
+    iov: [std::mem::MaybeUninit<Iov>; N],
+    descs: [std::mem::MaybeUninit<u64>; N],
+    n: usize,
+    /// Their bytes, all together.
+    pub total: usize,
+    /// Every non-empty buffer came with a descriptor.
+    pub descs_ok: bool,
 }
 
-/// As [`iovs`], for a receive: a NULL buffer counts as an empty one (see [`sge`]).
-///
-/// # Safety
-/// As [`iovs`].
-pub(crate) unsafe fn rx_iovs(bufs: &[(u64, usize)], desc: Option<*mut *mut c_void>) -> FiResult<Iovs> {
-    // SAFETY: the caller's contract.
-    unsafe { iovs_dir(bufs, desc, true) }
-}
-
-/// # Safety
-/// As [`iovs`].
-unsafe fn iovs_dir(bufs: &[(u64, usize)], desc: Option<*mut *mut c_void>, rx: bool) -> FiResult<Iovs> {
-    if bufs.len() > MAX_IOV {
-        return crate::fail!(FiError::INVAL, "{} iovs exceed the limit of {MAX_IOV}", bufs.len());
+impl<const N: usize> Bufs<N> {
+    pub fn iov(&self) -> &[Iov] {
+        // SAFETY: `bufs` initialises the first n entries.
+        unsafe { std::slice::from_raw_parts(self.iov.as_ptr() as *const Iov, self.n) }
     }
-    let mut out = Iovs { v: [std::mem::MaybeUninit::uninit(); MAX_IOV], n: bufs.len(), total: 0, descs_ok: true };
+    pub fn descs(&self) -> &[u64] {
+        // SAFETY: `bufs` initialises the first n entries.
+        unsafe { std::slice::from_raw_parts(self.descs.as_ptr() as *const u64, self.n) }
+    }
+}
+
+/// # Safety
+/// `desc` must be NULL or hold `bufs.len()` descriptors; the buffers must stay
+/// valid for the operation (fi_msg(3)); for injects, readable now.
+pub(crate) unsafe fn bufs<const N: usize>(bufs: &[(u64, usize)], desc: Option<*mut *mut c_void>) -> FiResult<Bufs<N>> {
+    // SAFETY: the caller's contract.
+    unsafe { bufs_dir(bufs, desc, false) }
+}
+
+/// # Safety
+/// As [`bufs`]. `rx`: a receive's buffers (a NULL one counts as empty, `ep::sge`).
+pub(crate) unsafe fn bufs_dir<const N: usize>(bufs: &[(u64, usize)], desc: Option<*mut *mut c_void>, rx: bool) -> FiResult<Bufs<N>> {
+    if bufs.len() > N {
+        return crate::fail!(FiError::INVAL, "{} iovs exceed the limit of {N}", bufs.len());
+    }
+    let mut out = Bufs { iov: [std::mem::MaybeUninit::uninit(); N], descs: [std::mem::MaybeUninit::uninit(); N], n: 0, total: 0, descs_ok: true };
     for (i, &(addr, len)) in bufs.iter().enumerate() {
         // SAFETY: desc holds bufs.len() entries; the buffers are valid (both per the contract).
-        let (iov, _, keyed) = unsafe { sge(i, addr, len, desc, rx) }?;
+        let (iov, d, keyed) = unsafe { sge(i, addr, len, desc, rx) }?;
         out.descs_ok &= keyed;
         out.total += iov.len() as usize;
-        out.v[i] = std::mem::MaybeUninit::new(iov);
+        out.iov[i] = std::mem::MaybeUninit::new(iov);
+        out.descs[i] = std::mem::MaybeUninit::new(d);
+        out.n = i + 1;
     }
     Ok(out)
 }
@@ -573,9 +575,9 @@ const MSG_TX_FLAGS: u64 = FI_COMPLETION
 pub(crate) const MSG_RX_FLAGS: u64 = FI_COMPLETION | FI_MORE;
 
 #[allow(clippy::too_many_arguments)]
-unsafe fn do_send(
+unsafe fn do_send<const N: usize>(
     e: *mut fid_ep,
-    bufs: &[(u64, usize)],
+    b: &[(u64, usize)],
     desc: Option<*mut *mut c_void>,
     data: Option<u64>,
     ctx: *mut c_void,
@@ -585,12 +587,12 @@ unsafe fn do_send(
     // SAFETY: e is a fid per the API.
     let o = unsafe { ep(e) }?;
     // SAFETY: buffers and descriptors per fi_msg(3).
-    let v = unsafe { iovs(bufs, desc) }?;
+    let v = unsafe { bufs::<N>(b, desc) }?;
     let op = match data {
         Some(d) => SendOp::SendImm(d as u32),
         None => SendOp::Send,
     };
-    o.inner.post_tx(op, OpKind::Send, v.slice(), v.descs_ok, v.total, ctx as u64, flags, no_completion)?;
+    o.inner.post_tx(op, OpKind::Send, v.iov(), v.descs_ok, v.total, ctx as u64, flags, no_completion)?;
     Ok(0)
 }
 
@@ -600,7 +602,7 @@ unsafe extern "C" fn ep_send(e: *mut fid_ep, buf: *const c_void, len: usize, des
         // SAFETY: e is a fid; flags read through the validated object.
         let flags = unsafe { ep(e) }?.inner.tx_op_flags();
         // SAFETY: arguments per fi_msg(3).
-        unsafe { do_send(e, &[(buf as u64, len)], Some(&mut d), None, ctx, flags, false) }
+        unsafe { do_send::<1>(e, &[(buf as u64, len)], Some(&mut d), None, ctx, flags, false) }
     })
 }
 
@@ -618,7 +620,7 @@ unsafe extern "C" fn ep_sendv(
         // SAFETY: as above.
         let flags = unsafe { ep(e) }?.inner.tx_op_flags();
         // SAFETY: as above.
-        unsafe { do_send(e, &b, Some(desc), None, ctx, flags, false) }
+        unsafe { do_send::<MAX_IOV>(e, &b, Some(desc), None, ctx, flags, false) }
     })
 }
 
@@ -627,13 +629,13 @@ unsafe extern "C" fn ep_sendmsg(e: *mut fid_ep, msg: *const fi_msg, flags: u64) 
         // SAFETY: a valid fi_msg per the API.
         let m = unsafe { msg_parts("fi_sendmsg", msg, flags, MSG_TX_FLAGS, None) }?;
         // SAFETY: as above.
-        unsafe { do_send(e, &m.bufs, Some(m.desc), m.data, m.context, flags, false) }
+        unsafe { do_send::<MAX_IOV>(e, &m.bufs, Some(m.desc), m.data, m.context, flags, false) }
     })
 }
 
 unsafe extern "C" fn ep_inject(e: *mut fid_ep, buf: *const c_void, len: usize, _dest: fi_addr_t) -> isize {
     // SAFETY: arguments per fi_msg(3); inject data is copied before return.
-    guard_size("fi_inject", || unsafe { do_send(e, &[(buf as u64, len)], None, None, std::ptr::null_mut(), FI_INJECT, true) })
+    guard_size("fi_inject", || unsafe { do_send::<1>(e, &[(buf as u64, len)], None, None, std::ptr::null_mut(), FI_INJECT, true) })
 }
 
 unsafe extern "C" fn ep_senddata(
@@ -650,23 +652,23 @@ unsafe extern "C" fn ep_senddata(
         // SAFETY: e is a fid per the API.
         let flags = unsafe { ep(e) }?.inner.tx_op_flags();
         // SAFETY: arguments per fi_msg(3).
-        unsafe { do_send(e, &[(buf as u64, len)], Some(&mut d), Some(data), ctx, flags | FI_REMOTE_CQ_DATA, false) }
+        unsafe { do_send::<1>(e, &[(buf as u64, len)], Some(&mut d), Some(data), ctx, flags | FI_REMOTE_CQ_DATA, false) }
     })
 }
 
 unsafe extern "C" fn ep_injectdata(e: *mut fid_ep, buf: *const c_void, len: usize, data: u64, _dest: fi_addr_t) -> isize {
     guard_size("fi_injectdata", || {
         // SAFETY: arguments per fi_msg(3).
-        unsafe { do_send(e, &[(buf as u64, len)], None, Some(data), std::ptr::null_mut(), FI_INJECT | FI_REMOTE_CQ_DATA, true) }
+        unsafe { do_send::<1>(e, &[(buf as u64, len)], None, Some(data), std::ptr::null_mut(), FI_INJECT | FI_REMOTE_CQ_DATA, true) }
     })
 }
 
-unsafe fn do_recv(e: *mut fid_ep, bufs: &[(u64, usize)], desc: Option<*mut *mut c_void>, ctx: *mut c_void, flags: u64) -> FiResult<isize> {
+unsafe fn do_recv<const N: usize>(e: *mut fid_ep, b: &[(u64, usize)], desc: Option<*mut *mut c_void>, ctx: *mut c_void, flags: u64) -> FiResult<isize> {
     // SAFETY: e is a fid per the API.
     let o = unsafe { ep(e) }?;
     // SAFETY: buffers and descriptors per fi_msg(3).
-    let v = unsafe { rx_iovs(bufs, desc) }?;
-    o.inner.post_rx(v.slice(), v.descs_ok, ctx as u64, flags)?;
+    let v = unsafe { bufs_dir::<N>(b, desc, true) }?;
+    o.inner.post_rx(v.iov(), v.descs_ok, ctx as u64, flags)?;
     Ok(0)
 }
 
@@ -676,7 +678,7 @@ unsafe extern "C" fn ep_recv(e: *mut fid_ep, buf: *mut c_void, len: usize, desc:
         // SAFETY: e is a fid per the API.
         let flags = unsafe { ep(e) }?.inner.rx_op_flags();
         // SAFETY: arguments per fi_msg(3).
-        unsafe { do_recv(e, &[(buf as u64, len)], Some(&mut d), ctx, flags) }
+        unsafe { do_recv::<1>(e, &[(buf as u64, len)], Some(&mut d), ctx, flags) }
     })
 }
 
@@ -694,7 +696,7 @@ unsafe extern "C" fn ep_recvv(
         // SAFETY: as above.
         let flags = unsafe { ep(e) }?.inner.rx_op_flags();
         // SAFETY: as above.
-        unsafe { do_recv(e, &b, Some(desc), ctx, flags) }
+        unsafe { do_recv::<MAX_IOV>(e, &b, Some(desc), ctx, flags) }
     })
 }
 
@@ -703,17 +705,17 @@ unsafe extern "C" fn ep_recvmsg(e: *mut fid_ep, msg: *const fi_msg, flags: u64) 
         // SAFETY: a valid fi_msg per the API.
         let m = unsafe { msg_parts("fi_recvmsg", msg, flags, MSG_RX_FLAGS, Some((FiError::OPNOTSUPP, "MSG"))) }?;
         // SAFETY: as above.
-        unsafe { do_recv(e, &m.bufs, Some(m.desc), m.context, flags) }
+        unsafe { do_recv::<MAX_IOV>(e, &m.bufs, Some(m.desc), m.context, flags) }
     })
 }
 
 // ---- RMA ----
 
 #[allow(clippy::too_many_arguments)]
-unsafe fn do_rma(
+unsafe fn do_rma<const N: usize>(
     e: *mut fid_ep,
     read: bool,
-    bufs: &[(u64, usize)],
+    b: &[(u64, usize)],
     desc: Option<*mut *mut c_void>,
     rma: &[fi_rma_iov],
     data: Option<u64>,
@@ -731,7 +733,7 @@ unsafe fn do_rma(
         return crate::fail!(FiError::INVAL, "RMA: key {:#x} is not a verbs key", r.key);
     };
     // SAFETY: buffers and descriptors per fi_rma(3).
-    let v = unsafe { iovs(bufs, desc) }?;
+    let v = unsafe { bufs::<N>(b, desc) }?;
     if r.len < v.total {
         return crate::fail!(FiError::INVAL, "RMA: {} local bytes exceed the remote iov of {}", v.total, r.len);
     }
@@ -746,7 +748,7 @@ unsafe fn do_rma(
     } else {
         (SendOp::Write { raddr: r.addr, rkey }, OpKind::Write)
     };
-    o.inner.post_tx(op, kind, v.slice(), v.descs_ok, v.total, ctx as u64, flags, no_completion)?;
+    o.inner.post_tx(op, kind, v.iov(), v.descs_ok, v.total, ctx as u64, flags, no_completion)?;
     Ok(0)
 }
 
@@ -762,7 +764,7 @@ unsafe fn rma_one(e: *mut fid_ep, read: bool, buf: u64, len: usize, desc: *mut c
     // SAFETY: e is a fid per the API.
     let flags = unsafe { ep(e) }?.inner.tx_op_flags();
     // SAFETY: arguments per fi_rma(3).
-    unsafe { do_rma(e, read, &[(buf, len)], Some(&mut d), &rma1(addr, len, key), None, ctx, flags, false) }
+    unsafe { do_rma::<1>(e, read, &[(buf, len)], Some(&mut d), &rma1(addr, len, key), None, ctx, flags, false) }
 }
 
 /// `fi_readv`/`fi_writev`: an iovec list, the endpoint's default op flags.
@@ -783,7 +785,7 @@ unsafe fn rma_vec(
     // SAFETY: as above.
     let flags = unsafe { ep(e) }?.inner.tx_op_flags();
     // SAFETY: as above.
-    unsafe { do_rma(e, read, &b, Some(desc), &rma1(addr, total, key), None, ctx, flags, false) }
+    unsafe { do_rma::<MAX_IOV>(e, read, &b, Some(desc), &rma1(addr, total, key), None, ctx, flags, false) }
 }
 
 unsafe extern "C" fn rma_read(
@@ -863,7 +865,7 @@ unsafe fn rma_msg(e: *mut fid_ep, msg: *const fi_msg_rma, flags: u64, read: bool
     // SAFETY: msg per fi_rma(3).
     let r = unsafe { rma_msg_parts(msg, flags, read, RMA_FLAGS) }?;
     // SAFETY: as above.
-    unsafe { do_rma(e, read, &r.bufs, Some(r.m.desc), r.rma, r.data, r.m.context, flags, false) }
+    unsafe { do_rma::<MAX_IOV>(e, read, &r.bufs, Some(r.m.desc), r.rma, r.data, r.m.context, flags, false) }
 }
 
 unsafe extern "C" fn rma_readmsg(e: *mut fid_ep, msg: *const fi_msg_rma, flags: u64) -> isize {
@@ -907,7 +909,7 @@ unsafe extern "C" fn rma_writev(
 unsafe extern "C" fn rma_inject(e: *mut fid_ep, buf: *const c_void, len: usize, _dest: fi_addr_t, addr: u64, key: u64) -> isize {
     guard_size("fi_inject_write", || {
         // SAFETY: arguments per fi_rma(3); inject data is copied before return.
-        unsafe { do_rma(e, false, &[(buf as u64, len)], None, &rma1(addr, len, key), None, std::ptr::null_mut(), FI_INJECT, true) }
+        unsafe { do_rma::<1>(e, false, &[(buf as u64, len)], None, &rma1(addr, len, key), None, std::ptr::null_mut(), FI_INJECT, true) }
     })
 }
 
@@ -928,7 +930,7 @@ unsafe extern "C" fn rma_writedata(
         let flags = unsafe { ep(e) }?.inner.tx_op_flags();
         // SAFETY: arguments per fi_rma(3).
         unsafe {
-            do_rma(e, false, &[(buf as u64, len)], Some(&mut d), &rma1(addr, len, key), Some(data), ctx, flags | FI_REMOTE_CQ_DATA, false)
+            do_rma::<1>(e, false, &[(buf as u64, len)], Some(&mut d), &rma1(addr, len, key), Some(data), ctx, flags | FI_REMOTE_CQ_DATA, false)
         }
     })
 }
@@ -945,7 +947,7 @@ unsafe extern "C" fn rma_injectdata(
     guard_size("fi_inject_writedata", || {
         // SAFETY: arguments per fi_rma(3); inject data is copied before return.
         unsafe {
-            do_rma(
+            do_rma::<1>(
                 e,
                 false,
                 &[(buf as u64, len)],

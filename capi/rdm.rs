@@ -10,13 +10,12 @@ use crate::fi::consts::*;
 use super::domain::DomainObj;
 use super::prov::ops_open_nosys;
 use super::ep_shared::{self, msg_parts};
-use super::ep::{iovec_list, rma1, rma_msg_parts, sge, MAX_IOV};
+use super::ep::{bufs, bufs_dir, iovec_list, rma1, rma_msg_parts, MAX_IOV};
 use super::util::*;
 use crate::error::{FiError, FiResult};
 use crate::info::Info;
 use crate::rdm::ep::{RdmEp, RecvReq, RmaReq, SendReq};
 use crate::sys;
-use crate::verbs::Iov;
 
 #[repr(C)]
 pub struct RdmEpObj {
@@ -267,54 +266,6 @@ unsafe extern "C" fn rdm_join(_e: *mut fid_ep, _a: *const c_void, _f: u64, _mc: 
 }
 
 // ---- buffers ----
-
-/// The application's buffers of one operation, on the stack (no allocation
-/// per call on the data path). `N`: room for that many (1 for the
-/// single-buffer calls, which then touch a few bytes, not `MAX_IOV` slots).
-pub(crate) struct Bufs<const N: usize> {
-    iov: [std::mem::MaybeUninit<Iov>; N],
-    descs: [std::mem::MaybeUninit<u64>; N],
-    n: usize,
-    /// Every non-empty buffer came with a descriptor.
-    pub descs_ok: bool,
-}
-
-impl<const N: usize> Bufs<N> {
-    pub fn iov(&self) -> &[Iov] {
-        // SAFETY: `bufs` initialises the first n entries.
-        unsafe { std::slice::from_raw_parts(self.iov.as_ptr() as *const Iov, self.n) }
-    }
-    pub fn descs(&self) -> &[u64] {
-        // SAFETY: `bufs` initialises the first n entries.
-        unsafe { std::slice::from_raw_parts(self.descs.as_ptr() as *const u64, self.n) }
-    }
-}
-
-/// # Safety
-/// `desc` must be NULL or hold `bufs.len()` descriptors; the buffers must stay
-/// valid for the operation (fi_msg(3)); for injects, readable now.
-pub(crate) unsafe fn bufs<const N: usize>(bufs: &[(u64, usize)], desc: Option<*mut *mut c_void>) -> FiResult<Bufs<N>> {
-    // SAFETY: the caller's contract.
-    unsafe { bufs_dir(bufs, desc, false) }
-}
-
-/// # Safety
-/// As [`bufs`]. `rx`: a receive's buffers (a NULL one counts as empty, `ep::sge`).
-pub(crate) unsafe fn bufs_dir<const N: usize>(bufs: &[(u64, usize)], desc: Option<*mut *mut c_void>, rx: bool) -> FiResult<Bufs<N>> {
-    if bufs.len() > N {
-        return crate::fail!(FiError::INVAL, "{} iovs exceed the limit of {N}", bufs.len());
-    }
-    let mut out = Bufs { iov: [std::mem::MaybeUninit::uninit(); N], descs: [std::mem::MaybeUninit::uninit(); N], n: 0, descs_ok: true };
-    for (i, &(addr, len)) in bufs.iter().enumerate() {
-        // SAFETY: desc holds bufs.len() entries; the buffers are valid (both per the contract).
-        let (iov, d, keyed) = unsafe { sge(i, addr, len, desc, rx) }?;
-        out.descs_ok &= keyed;
-        out.iov[i] = std::mem::MaybeUninit::new(iov);
-        out.descs[i] = std::mem::MaybeUninit::new(d);
-        out.n = i + 1;
-    }
-    Ok(out)
-}
 
 const TX_FLAGS: u64 =
     FI_COMPLETION | FI_INJECT | FI_INJECT_COMPLETE | FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE | FI_REMOTE_CQ_DATA | FI_MORE;

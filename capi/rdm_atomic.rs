@@ -10,7 +10,8 @@ use std::ffi::{c_int, c_void};
 
 use crate::fi::abi::*;
 use crate::fi::consts::*;
-use super::rdm::{bufs, ep};
+use super::ep::bufs;
+use super::rdm::ep;
 use super::util::*;
 use crate::error::{FiError, FiResult};
 use crate::rdm::ep::{AtomicOp, AtomicReq};

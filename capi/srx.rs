@@ -10,7 +10,7 @@ use crate::fi::abi::*;
 use crate::fi::consts::*;
 use super::cq::CqObj;
 use super::domain::DomainObj;
-use super::ep::{iovec_list, rx_iovs, MSG_RX_FLAGS};
+use super::ep::{bufs_dir, iovec_list, MAX_IOV, MSG_RX_FLAGS};
 use super::prov::ops_open_nosys;
 use super::util::*;
 use crate::error::{FiError, FiResult};
@@ -138,12 +138,12 @@ unsafe extern "C" fn srx_control(f: *mut fid, command: c_int, arg: *mut c_void) 
     })
 }
 
-unsafe fn do_recv(e: *mut fid_ep, bufs: &[(u64, usize)], desc: Option<*mut *mut c_void>, ctx: *mut c_void) -> FiResult<isize> {
+unsafe fn do_recv<const N: usize>(e: *mut fid_ep, b: &[(u64, usize)], desc: Option<*mut *mut c_void>, ctx: *mut c_void) -> FiResult<isize> {
     // SAFETY: e is a fid per the API.
     let o = unsafe { srx(e) }?;
     // SAFETY: buffers and descriptors per fi_msg(3).
-    let v = unsafe { rx_iovs(bufs, desc) }?;
-    o.inner.post(v.slice(), v.descs_ok, ctx as u64)?;
+    let v = unsafe { bufs_dir::<N>(b, desc, true) }?;
+    o.inner.post(v.iov(), v.descs_ok, ctx as u64)?;
     Ok(0)
 }
 
@@ -151,7 +151,7 @@ unsafe extern "C" fn srx_recv(e: *mut fid_ep, buf: *mut c_void, len: usize, desc
     guard_size("fi_recv(srx)", || {
         let mut d = desc;
         // SAFETY: arguments per fi_msg(3).
-        unsafe { do_recv(e, &[(buf as u64, len)], Some(&mut d), ctx) }
+        unsafe { do_recv::<1>(e, &[(buf as u64, len)], Some(&mut d), ctx) }
     })
 }
 
@@ -167,7 +167,7 @@ unsafe extern "C" fn srx_recvv(
         // SAFETY: arguments per fi_msg(3).
         let b = unsafe { iovec_list(iov, count) }?;
         // SAFETY: as above.
-        unsafe { do_recv(e, &b, Some(desc), ctx) }
+        unsafe { do_recv::<MAX_IOV>(e, &b, Some(desc), ctx) }
     })
 }
 
@@ -185,7 +185,7 @@ unsafe extern "C" fn srx_recvmsg(e: *mut fid_ep, msg: *const fi_msg, flags: u64)
         // SAFETY: as above.
         let b = unsafe { iovec_list(m.msg_iov, m.iov_count) }?;
         // SAFETY: as above.
-        unsafe { do_recv(e, &b, Some(m.desc), m.context) }
+        unsafe { do_recv::<MAX_IOV>(e, &b, Some(m.desc), m.context) }
     })
 }
 
