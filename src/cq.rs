@@ -284,6 +284,11 @@ struct State {
     /// Contexts that did not fit in a work-request id.
     stash: Vec<Option<u64>>,
     stash_free: Vec<usize>,
+    /// The QP whose completion was translated last, with its credits: the
+    /// next completion is most often the same QP's, and then needs no look-up
+    /// in `Cq::qps` (a lock and a hash per completion). `attach` and `detach`
+    /// clear it for their QP number.
+    last_qp: Option<(u32, Arc<QpCounters>)>,
 }
 
 impl State {
@@ -636,11 +641,22 @@ impl Cq {
     /// Registers the credit counters of a QP whose completions arrive here.
     pub fn attach(&self, qp_num: u32, c: Arc<QpCounters>) {
         self.qps.write().insert(qp_num, c);
+        self.forget_qp(qp_num);
         self.used.store(true, std::sync::atomic::Ordering::Release);
     }
 
     pub fn detach(&self, qp_num: u32) {
         self.qps.write().remove(&qp_num);
+        self.forget_qp(qp_num);
+    }
+
+    /// Drops the remembered QP (`State::last_qp`) if it is `qp_num` (taken
+    /// after `qps` is released: the two locks are never held together here).
+    fn forget_qp(&self, qp_num: u32) {
+        let mut st = self.lock_state();
+        if st.last_qp.as_ref().is_some_and(|(n, _)| *n == qp_num) {
+            st.last_qp = None;
+        }
     }
 
     /// Returns the credit of a polled completion to its QP.
@@ -879,7 +895,7 @@ impl Cq {
         let mut n = st.pop_ready(max, out);
         const MAXB: usize = 64;
         let mut wcs = verbs::WcBuf::<MAXB>::new();
-        let mut cache = None;
+        let mut cache = st.last_qp.take();
         let used = self.used.load(std::sync::atomic::Ordering::Acquire);
         while used && n < max && st.queue.is_empty() {
             let want = (max - n).clamp(self.bunch.min(MAXB), MAXB);
@@ -910,6 +926,7 @@ impl Cq {
                 break;
             }
         }
+        st.last_qp = cache;
         if n > 0 {
             Ok(n)
         } else if st.head_is_err() {
@@ -955,7 +972,7 @@ impl Cq {
         let mut st = self.lock_state();
         let mut wcs = verbs::WcBuf::<16>::new();
         let mut any = false;
-        let mut cache = None;
+        let mut cache = st.last_qp.take();
         let Some(vcq) = self.vcq.get() else { return false };
         loop {
             let polled = vcq.poll_buf(&mut wcs, 16).unwrap_or(&[]);
@@ -977,6 +994,7 @@ impl Cq {
                 break;
             }
         }
+        st.last_qp = cache;
         any
     }
 
