@@ -63,6 +63,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench.h"
+
 #include <rdma/fabric.h>
 #include <rdma/fi_cm.h>
 #include <rdma/fi_domain.h>
@@ -613,19 +615,6 @@ static void server_echo(size_t size, uint64_t n)
 /* Round-trip times of the last client_pingpong, ns. */
 static uint64_t *rtt;
 static uint64_t rtt_cap;
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-	return x < y ? -1 : x > y;
-}
 
 /* FI_BW_RTT_DUMP=PREFIX: the last n round trips (ns), in order, to PREFIX.SIZE
  * (to see how the times move within a run, before rtt_stats sorts them). */

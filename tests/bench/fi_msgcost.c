@@ -33,14 +33,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#if defined(__has_include)
-#if __has_include(<valgrind/callgrind.h>)
-#include <valgrind/callgrind.h>
-#endif
-#endif
-#ifndef CALLGRIND_ZERO_STATS
-#define CALLGRIND_ZERO_STATS
-#endif
+#define BENCH_NAME "fi_msgcost"
+#include "bench.h"
 #include <rdma/fabric.h>
 #include <rdma/fi_cm.h>
 #include <rdma/fi_domain.h>
@@ -48,27 +42,7 @@
 #include <rdma/fi_errno.h>
 #include <rdma/fi_tagged.h>
 
-#define CHK(x)                                                                                         \
-	do {                                                                                           \
-		long _r = (long)(x);                                                                   \
-		if (_r < 0) {                                                                          \
-			fprintf(stderr, "fi_msgcost: %s = %ld (%s)\n", #x, _r, fi_strerror((int)-_r)); \
-			exit(1);                                                                       \
-		}                                                                                      \
-	} while (0)
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-	return x < y ? -1 : x > y;
-}
+#define CHK(x) BENCH_CHK(x)
 
 static struct fid_cq *txcq, *rxcq;
 
