@@ -581,13 +581,18 @@ unsafe fn do_send<const N: usize>(
     desc: Option<*mut *mut c_void>,
     data: Option<u64>,
     ctx: *mut c_void,
-    flags: u64,
+    flags: Option<u64>,
     no_completion: bool,
 ) -> FiResult<isize> {
     // SAFETY: e is a fid per the API.
     let o = unsafe { ep(e) }?;
     // SAFETY: buffers and descriptors per fi_msg(3).
     let v = unsafe { bufs::<N>(b, desc) }?;
+    // None: the endpoint's default op flags (the calls without a flags argument).
+    let mut flags = flags.unwrap_or_else(|| o.inner.tx_op_flags());
+    if data.is_some() {
+        flags |= FI_REMOTE_CQ_DATA;
+    }
     let op = match data {
         Some(d) => SendOp::SendImm(d as u32),
         None => SendOp::Send,
@@ -599,10 +604,8 @@ unsafe fn do_send<const N: usize>(
 unsafe extern "C" fn ep_send(e: *mut fid_ep, buf: *const c_void, len: usize, desc: *mut c_void, _dest: fi_addr_t, ctx: *mut c_void) -> isize {
     guard_size("fi_send", || {
         let mut d = desc;
-        // SAFETY: e is a fid; flags read through the validated object.
-        let flags = unsafe { ep(e) }?.inner.tx_op_flags();
         // SAFETY: arguments per fi_msg(3).
-        unsafe { do_send::<1>(e, &[(buf as u64, len)], Some(&mut d), None, ctx, flags, false) }
+        unsafe { do_send::<1>(e, &[(buf as u64, len)], Some(&mut d), None, ctx, None, false) }
     })
 }
 
@@ -618,9 +621,7 @@ unsafe extern "C" fn ep_sendv(
         // SAFETY: arguments per fi_msg(3).
         let b = unsafe { iovec_list(iov, count) }?;
         // SAFETY: as above.
-        let flags = unsafe { ep(e) }?.inner.tx_op_flags();
-        // SAFETY: as above.
-        unsafe { do_send::<MAX_IOV>(e, &b, Some(desc), None, ctx, flags, false) }
+        unsafe { do_send::<MAX_IOV>(e, &b, Some(desc), None, ctx, None, false) }
     })
 }
 
@@ -629,13 +630,13 @@ unsafe extern "C" fn ep_sendmsg(e: *mut fid_ep, msg: *const fi_msg, flags: u64) 
         // SAFETY: a valid fi_msg per the API.
         let m = unsafe { msg_parts("fi_sendmsg", msg, flags, MSG_TX_FLAGS, None) }?;
         // SAFETY: as above.
-        unsafe { do_send::<MAX_IOV>(e, &m.bufs, Some(m.desc), m.data, m.context, flags, false) }
+        unsafe { do_send::<MAX_IOV>(e, &m.bufs, Some(m.desc), m.data, m.context, Some(flags), false) }
     })
 }
 
 unsafe extern "C" fn ep_inject(e: *mut fid_ep, buf: *const c_void, len: usize, _dest: fi_addr_t) -> isize {
     // SAFETY: arguments per fi_msg(3); inject data is copied before return.
-    guard_size("fi_inject", || unsafe { do_send::<1>(e, &[(buf as u64, len)], None, None, std::ptr::null_mut(), FI_INJECT, true) })
+    guard_size("fi_inject", || unsafe { do_send::<1>(e, &[(buf as u64, len)], None, None, std::ptr::null_mut(), Some(FI_INJECT), true) })
 }
 
 unsafe extern "C" fn ep_senddata(
@@ -649,25 +650,25 @@ unsafe extern "C" fn ep_senddata(
 ) -> isize {
     guard_size("fi_senddata", || {
         let mut d = desc;
-        // SAFETY: e is a fid per the API.
-        let flags = unsafe { ep(e) }?.inner.tx_op_flags();
         // SAFETY: arguments per fi_msg(3).
-        unsafe { do_send::<1>(e, &[(buf as u64, len)], Some(&mut d), Some(data), ctx, flags | FI_REMOTE_CQ_DATA, false) }
+        unsafe { do_send::<1>(e, &[(buf as u64, len)], Some(&mut d), Some(data), ctx, None, false) }
     })
 }
 
 unsafe extern "C" fn ep_injectdata(e: *mut fid_ep, buf: *const c_void, len: usize, data: u64, _dest: fi_addr_t) -> isize {
     guard_size("fi_injectdata", || {
         // SAFETY: arguments per fi_msg(3).
-        unsafe { do_send::<1>(e, &[(buf as u64, len)], None, Some(data), std::ptr::null_mut(), FI_INJECT | FI_REMOTE_CQ_DATA, true) }
+        unsafe { do_send::<1>(e, &[(buf as u64, len)], None, Some(data), std::ptr::null_mut(), Some(FI_INJECT), true) }
     })
 }
 
-unsafe fn do_recv<const N: usize>(e: *mut fid_ep, b: &[(u64, usize)], desc: Option<*mut *mut c_void>, ctx: *mut c_void, flags: u64) -> FiResult<isize> {
+/// `flags`: None for the endpoint's default op flags.
+unsafe fn do_recv<const N: usize>(e: *mut fid_ep, b: &[(u64, usize)], desc: Option<*mut *mut c_void>, ctx: *mut c_void, flags: Option<u64>) -> FiResult<isize> {
     // SAFETY: e is a fid per the API.
     let o = unsafe { ep(e) }?;
     // SAFETY: buffers and descriptors per fi_msg(3).
     let v = unsafe { bufs_dir::<N>(b, desc, true) }?;
+    let flags = flags.unwrap_or_else(|| o.inner.rx_op_flags());
     o.inner.post_rx(v.iov(), v.descs_ok, ctx as u64, flags)?;
     Ok(0)
 }
@@ -675,10 +676,8 @@ unsafe fn do_recv<const N: usize>(e: *mut fid_ep, b: &[(u64, usize)], desc: Opti
 unsafe extern "C" fn ep_recv(e: *mut fid_ep, buf: *mut c_void, len: usize, desc: *mut c_void, _src: fi_addr_t, ctx: *mut c_void) -> isize {
     guard_size("fi_recv", || {
         let mut d = desc;
-        // SAFETY: e is a fid per the API.
-        let flags = unsafe { ep(e) }?.inner.rx_op_flags();
         // SAFETY: arguments per fi_msg(3).
-        unsafe { do_recv::<1>(e, &[(buf as u64, len)], Some(&mut d), ctx, flags) }
+        unsafe { do_recv::<1>(e, &[(buf as u64, len)], Some(&mut d), ctx, None) }
     })
 }
 
@@ -694,9 +693,7 @@ unsafe extern "C" fn ep_recvv(
         // SAFETY: arguments per fi_msg(3).
         let b = unsafe { iovec_list(iov, count) }?;
         // SAFETY: as above.
-        let flags = unsafe { ep(e) }?.inner.rx_op_flags();
-        // SAFETY: as above.
-        unsafe { do_recv::<MAX_IOV>(e, &b, Some(desc), ctx, flags) }
+        unsafe { do_recv::<MAX_IOV>(e, &b, Some(desc), ctx, None) }
     })
 }
 
@@ -705,7 +702,7 @@ unsafe extern "C" fn ep_recvmsg(e: *mut fid_ep, msg: *const fi_msg, flags: u64) 
         // SAFETY: a valid fi_msg per the API.
         let m = unsafe { msg_parts("fi_recvmsg", msg, flags, MSG_RX_FLAGS, Some((FiError::OPNOTSUPP, "MSG"))) }?;
         // SAFETY: as above.
-        unsafe { do_recv::<MAX_IOV>(e, &m.bufs, Some(m.desc), m.context, flags) }
+        unsafe { do_recv::<MAX_IOV>(e, &m.bufs, Some(m.desc), m.context, Some(flags)) }
     })
 }
 

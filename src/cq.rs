@@ -334,6 +334,17 @@ impl State {
     }
 }
 
+/// What `Cq::translate` made of one work completion.
+enum Translated {
+    /// Nothing to report (an unsignalled or silent success, a piece of a
+    /// split RMA, a foreign id).
+    Silent,
+    /// A success to hand out.
+    Ok(Completion),
+    /// An error entry, already queued.
+    Failed,
+}
+
 /// The locked state of a CQ; unlocking publishes the queue's length in
 /// `Cq::queued`, so every change of the queue is seen there.
 struct StateGuard<'a> {
@@ -560,10 +571,17 @@ impl Cq {
     /// Runs the software progress of the objects completing here (on the hot
     /// path of every read: no allocation; progress never calls back into the
     /// CQ's hook list).
+    #[inline(always)]
     fn run_hooks(&self) {
-        if !self.hooked.load(std::sync::atomic::Ordering::Acquire) {
-            return;
+        if self.hooked.load(std::sync::atomic::Ordering::Acquire) {
+            self.run_hooks_now();
         }
+    }
+
+    /// `run_hooks` past its check (out of line: CQs without hooks, MSG
+    /// endpoints' among them, pay one load per read, not a call).
+    #[inline(never)]
+    fn run_hooks_now(&self) {
         let h = self.hooks.read();
         for w in h.iter() {
             if let Some(p) = w.upgrade() {
@@ -771,16 +789,13 @@ impl Cq {
         }
     }
 
-    /// Translates one work completion. `None` for silent successes.
-    fn translate(
-        &self,
-        st: &mut State,
-        cache: &mut Option<(u32, Arc<QpCounters>)>,
-        wc: &Wc,
-    ) -> Option<Result<Completion, CqErr>> {
+    /// Translates one work completion. An error entry goes to `st`'s queue
+    /// here (`Translated::Failed`): the common case, a success, then returns
+    /// only the entry, not room for an error's as well.
+    fn translate(&self, st: &mut State, cache: &mut Option<(u32, Arc<QpCounters>)>, wc: &Wc) -> Translated {
         let Some(id) = WrId::decode(wc.wr_id()) else {
             tracing::warn!("cq: completion with a foreign work-request id {:#x} dropped", wc.wr_id());
-            return None;
+            return Translated::Silent;
         };
         self.give_back(cache, wc, &id);
         let mut status = wc.status();
@@ -793,7 +808,7 @@ impl Cq {
                     let _ = q.piece_err.compare_exchange(0, status, Ordering::AcqRel, Ordering::Acquire);
                 }
             }
-            return None;
+            return Translated::Silent;
         }
         if status == wc_status::WR_FLUSH_ERR && matches!(id.kind, OpKind::Read | OpKind::Write) {
             // The last request of a split RMA flushed behind its failed piece: that failure is its.
@@ -824,16 +839,11 @@ impl Cq {
             if wc.status() != wc_status::WR_FLUSH_ERR {
                 tracing::info!("cq: {:?} failed: {} (vendor error {:#x})", id.kind, wc.status_str(), wc.vendor_err());
             }
-            return Some(Err(CqErr {
-                op_context: ctx,
-                flags: id.kind.flags(),
-                err,
-                prov_errno: status as i32,
-                ..Default::default()
-            }));
+            st.push_err(CqErr { op_context: ctx, flags: id.kind.flags(), err, prov_errno: status as i32, ..Default::default() });
+            return Translated::Failed;
         }
         if id.silent {
-            return None;
+            return Translated::Silent;
         }
         let mut c = Completion { op_context: ctx, flags: id.kind.flags(), ..Default::default() };
         if id.kind == OpKind::Recv {
@@ -848,7 +858,7 @@ impl Cq {
                 c.flags = FI_RMA | FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA;
             }
         }
-        Some(Ok(c))
+        Translated::Ok(c)
     }
 
     /// Reads up to `max` completions, handing each to `out`. `FI_EAGAIN` when
@@ -910,9 +920,8 @@ impl Cq {
             }
             for wc in polled {
                 match self.translate(&mut st, &mut cache, wc) {
-                    None => {}
-                    Some(Err(e)) => st.push_err(e),
-                    Some(Ok(c)) => {
+                    Translated::Silent | Translated::Failed => {}
+                    Translated::Ok(c) => {
                         if st.queue.is_empty() && n < max {
                             out(&c);
                             n += 1;
@@ -979,12 +988,9 @@ impl Cq {
             let got = polled.len();
             for wc in polled {
                 match self.translate(&mut st, &mut cache, wc) {
-                    None => {}
-                    Some(Err(e)) => {
-                        st.push_err(e);
-                        any = true;
-                    }
-                    Some(Ok(c)) => {
+                    Translated::Silent => {}
+                    Translated::Failed => any = true,
+                    Translated::Ok(c) => {
                         st.push_ok(c);
                         any = true;
                     }
