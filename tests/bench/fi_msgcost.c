@@ -91,15 +91,7 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
-	struct fi_info *hints = fi_allocinfo(), *info;
-	hints->ep_attr->type = FI_EP_RDM;
-	hints->caps = FI_MSG | FI_TAGGED;
-	hints->mode = FI_CONTEXT;
-	hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
-	hints->domain_attr->threading = FI_THREAD_DOMAIN;
-	hints->domain_attr->control_progress = FI_PROGRESS_MANUAL;
-	hints->domain_attr->data_progress = FI_PROGRESS_MANUAL;
-	hints->fabric_attr->prov_name = strdup(prov);
+	struct fi_info *hints = bench_hints(FI_EP_RDM, FI_MSG | FI_TAGGED, prov), *info;
 	CHK(fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, hints, &info));
 	struct fid_fabric *fabric;
 	struct fid_domain *domain;

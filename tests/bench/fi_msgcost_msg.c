@@ -122,15 +122,7 @@ int main(int argc, char **argv)
 				"[-s SIZE]\n");
 		return 2;
 	}
-	struct fi_info *hints = fi_allocinfo(), *sinfo, *cinfo;
-	hints->ep_attr->type = FI_EP_MSG;
-	hints->caps = FI_MSG | FI_RMA;
-	hints->mode = FI_CONTEXT;
-	hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
-	hints->domain_attr->threading = FI_THREAD_DOMAIN;
-	hints->domain_attr->control_progress = FI_PROGRESS_MANUAL;
-	hints->domain_attr->data_progress = FI_PROGRESS_MANUAL;
-	hints->fabric_attr->prov_name = strdup(prov);
+	struct fi_info *hints = bench_hints(FI_EP_MSG, FI_MSG | FI_RMA, prov), *sinfo, *cinfo;
 	CHK(fi_getinfo(FI_VERSION(1, 17), addr, port, FI_SOURCE, hints, &sinfo));
 	struct fid_fabric *fabric;
 	struct fid_domain *domain;
