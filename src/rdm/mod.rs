@@ -38,6 +38,7 @@ pub mod auto;
 pub mod credits;
 pub mod ep;
 pub mod hintmap;
+pub mod idtable;
 pub mod matching;
 pub mod mrcache;
 pub mod peer;

@@ -48,8 +48,8 @@ impl Net {
     /// Starts a connection to `addr` (address resolution; the events do the
     /// rest): its id.
     pub(super) fn dial(&mut self, addr: SocketAddr) -> FiResult<u32> {
-        let conn_id = self.next_conn;
-        self.next_conn += 1;
+        // The id the table gives the connection once it is in (below).
+        let conn_id = self.conns.next_id();
         let id = CmId::new_sync().map_err(FiError::from_errno)?;
         id.set_token(conn_id as u64);
         if let Err(e) = id.migrate(&self.channel) {
@@ -60,7 +60,8 @@ impl Net {
             return crate::fail!(FiError::from_errno(e), "rdm: cannot resolve {addr}: {}", ioerr(e));
         }
         tracing::debug!("rdm: connecting to {addr} (conn {conn_id})");
-        self.conns.insert(conn_id, Conn { id, peer: addr, active: true, stage: Stage::Resolving, res: None });
+        let got = self.conns.insert_new(Conn { id, peer: addr, active: true, stage: Stage::Resolving, res: None });
+        debug_assert_eq!(got, conn_id);
         self.settling = true;
         Ok(conn_id)
     }
@@ -567,10 +568,8 @@ impl Inner {
             let _ = id.reject(&reject_data(REJECT_NO_BUFFERS));
             return;
         }
-        let conn_id = net.next_conn;
-        net.next_conn += 1;
-        id.set_token(conn_id as u64);
-        net.conns.insert(conn_id, Conn { id, peer: peer_addr, active: false, stage: Stage::Connecting, res: None });
+        id.set_token(net.conns.next_id() as u64);
+        let conn_id = net.conns.insert_new(Conn { id, peer: peer_addr, active: false, stage: Stage::Connecting, res: None });
         net.settling = true;
         if net.setup_qp(conn_id).is_err() {
             if let Some(c) = net.conns.remove(&conn_id) {

@@ -39,6 +39,7 @@ use recv::*;
 
 use rustc_hash::FxHashMap as HashMap;
 use super::hintmap::HintMap;
+use super::idtable::IdTable;
 use std::net::SocketAddr;
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -193,7 +194,9 @@ struct Grave {
 /// The endpoint's network side (after `fi_enable`). Field order is drop
 /// order: connections (and their QPs) before the listener, the channel last.
 struct Net {
-    conns: HintMap<u32, Conn>,
+    /// Connections by id: the id is the table's (a slot and its
+    /// generation), carried in work-request ids and rdma-cm tokens.
+    conns: IdTable<Conn>,
     graves: Vec<Grave>,
     /// QP number -> connection: completions from the shared receive queue
     /// name their QP only.
@@ -210,7 +213,6 @@ struct Net {
     /// RMA operations longer than the device's largest message, moving in
     /// pieces (same id space as `reads`: `next_read`).
     splits: HashMap<u64, SplitRma>,
-    next_conn: u32,
     next_lid: u64,
     next_read: u64,
     /// When the rdma-cm channel was last read (`coarse_ms`).
@@ -659,7 +661,7 @@ impl RdmEp {
         wait.add(timer.raw(), 3).map_err(FiError::from_errno)?;
         let _ = self.wait_fd.set(wait.raw());
         g.net = Some(Net {
-            conns: HintMap::default(),
+            conns: IdTable::default(),
             graves: Vec::new(),
             qpn: HintMap::default(),
             peers: HintMap::default(),
@@ -669,7 +671,6 @@ impl RdmEp {
             rndv_in: HashMap::default(),
             reads: HashMap::default(),
             splits: HashMap::default(),
-            next_conn: 1,
             next_lid: 1,
             next_read: 1,
             cm_checked: 0,

@@ -435,7 +435,7 @@ impl Inner {
     pub(super) fn drain_listing(
         peer: &mut Peer,
         rx: &mut Option<RecvPool>,
-        conns: &mut HintMap<u32, Conn>,
+        conns: &mut IdTable<Conn>,
         geo: &Geo,
         send: &mut SendPool,
         quiet: bool,
@@ -470,7 +470,7 @@ impl Inner {
     pub(super) fn drain_with_share(
         peer: &mut Peer,
         rx: &mut Option<RecvPool>,
-        conns: &mut HintMap<u32, Conn>,
+        conns: &mut IdTable<Conn>,
         geo: &Geo,
         send: &mut SendPool,
         quiet: bool,
@@ -503,7 +503,7 @@ impl Inner {
     pub(super) fn drain_peer(
         peer: &mut Peer,
         share: &mut Share,
-        conns: &mut HintMap<u32, Conn>,
+        conns: &mut IdTable<Conn>,
         geo: &Geo,
         send: &mut SendPool,
         quiet: bool,
