@@ -102,6 +102,27 @@ impl RecvPool {
         self.srq.post_recv(wr_id, &[iov])
     }
 
+    /// Posts the buffers of `items` (`idx` of each) again, chained
+    /// (`Srq::post_recvs`, up to `RECV_CHAIN` a call). Returns how many of
+    /// them, from the front, were posted, and the error that stopped the rest.
+    pub fn post_many<T>(&self, items: &[T], idx: impl Fn(&T) -> u32, wr_id: impl Fn(u32) -> u64) -> (usize, Option<Errno>) {
+        let mut done = 0;
+        for chunk in items.chunks(crate::verbs::RECV_CHAIN) {
+            // A buffer not of the pool (cannot happen) stops the chain there.
+            let valid = chunk.iter().position(|t| self.iov(idx(t)).is_none()).unwrap_or(chunk.len());
+            let reqs = chunk[..valid].iter().filter_map(|t| {
+                let i = idx(t);
+                Some((wr_id(i), self.iov(i)?))
+            });
+            let (n, e) = self.srq.post_recvs(reqs);
+            done += n;
+            if e.is_some() || valid < chunk.len() {
+                return (done, e.or(Some(libc::EINVAL)));
+            }
+        }
+        (done, None)
+    }
+
     /// The first `n` bytes of buffer `i` (after its completion, before its repost).
     pub fn slice(&self, i: u32, n: usize) -> Option<&[u8]> {
         let (c, off) = *self.index.get(i as usize)?;

@@ -386,6 +386,43 @@ impl<K: Copy + Eq + Hash> Bank<K> {
         a
     }
 
+    /// `n` messages from `k`, none releasing credits, arrived in buffers
+    /// that are already posted again: `recycled(k, 0)` `n` times, with one
+    /// lookup of `k`'s share while each buffer goes straight back to `k`
+    /// (the common case). `Overrun` if any of them was.
+    pub fn recycled_many(&mut self, k: &K, n: u32) -> Arrival {
+        let mut res = Arrival::Ok;
+        let mut left = n;
+        let q = self.quota();
+        if let Some(s) = self.shares.get_mut(k) {
+            while left > 0 {
+                // `recycled`'s first branch, taken only when it keeps the
+                // buffer for `k` (below quota, not in line): no other
+                // peer's share moves, so the lookup stays good.
+                let (out, free, overrun) = if s.out > 0 { (s.out - 1, self.free, false) } else { (0, self.free.saturating_sub(1), true) };
+                if out + s.owed >= q || s.needy {
+                    break;
+                }
+                s.out = out;
+                if s.recalled && s.promised() <= q {
+                    s.recalled = false;
+                }
+                s.owed += 1;
+                self.free = free;
+                if overrun {
+                    res = Arrival::Overrun;
+                }
+                left -= 1;
+            }
+        }
+        for _ in 0..left {
+            if self.recycled(k, 0) == Arrival::Overrun {
+                res = Arrival::Overrun;
+            }
+        }
+        res
+    }
+
     /// A busy buffer is posted again; `from`: whose message it held (None: a
     /// retired peer's, or unknown).
     pub fn reposted(&mut self, from: Option<&K>) {

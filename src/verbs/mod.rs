@@ -787,10 +787,54 @@ impl Srq {
         check(unsafe { ffi::ibv_post_srq_recv(self.ptr.as_ptr(), &mut wr, &mut bad) })
     }
 
+    /// Posts one single-SGE receive per `(wr_id, sge)` of `reqs` (at most
+    /// `RECV_CHAIN` of them; the rest are left), chained in one call: one
+    /// trip into the driver and one lock of its queue for them all. Returns
+    /// how many were posted, from the front, and the error that stopped the
+    /// others (`ENOMEM`: the queue is full).
+    pub fn post_recvs(&self, reqs: impl IntoIterator<Item = (u64, Iov)>) -> (usize, Option<Errno>) {
+        let mut sges = [std::mem::MaybeUninit::<Iov>::uninit(); RECV_CHAIN];
+        let mut wrs = [std::mem::MaybeUninit::<ffi::ibv_recv_wr>::uninit(); RECV_CHAIN];
+        let sp = sges.as_mut_ptr() as *mut Iov;
+        let wp = wrs.as_mut_ptr() as *mut ffi::ibv_recv_wr;
+        let mut n = 0;
+        for (wr_id, iov) in reqs.into_iter().take(RECV_CHAIN) {
+            // SAFETY: n < RECV_CHAIN (take), so both writes stay in their
+            // arrays; each entry is written whole before anything reads it.
+            // The previous entry's `next` is pointed at this one.
+            unsafe {
+                sp.add(n).write(iov);
+                wp.add(n).write(ffi::ibv_recv_wr { wr_id, next: std::ptr::null_mut(), sg_list: sp.add(n) as *mut ffi::ibv_sge, num_sge: 1 });
+                if n > 0 {
+                    (*wp.add(n - 1)).next = wp.add(n);
+                }
+            }
+            n += 1;
+        }
+        if n == 0 {
+            return (0, None);
+        }
+        let mut bad: *mut ffi::ibv_recv_wr = std::ptr::null_mut();
+        // SAFETY: valid SRQ; the first `n` entries of `wrs` and `sges` are
+        // initialised, chained, and outlive the call (the driver copies
+        // them); the SGEs were built under Iov::new's contract.
+        match check(unsafe { ffi::ibv_post_srq_recv(self.ptr.as_ptr(), wp, &mut bad) }) {
+            Ok(()) => (n, None),
+            Err(e) => {
+                // The driver names the first request it did not post; those before it were.
+                let posted = if bad.is_null() { 0 } else { (bad as usize).wrapping_sub(wp as usize) / std::mem::size_of::<ffi::ibv_recv_wr>() };
+                (posted.min(n), Some(e))
+            }
+        }
+    }
+
     pub(crate) fn raw(&self) -> *mut ffi::ibv_srq {
         self.ptr.as_ptr()
     }
 }
+
+/// The most receives `Srq::post_recvs` chains in one call.
+pub const RECV_CHAIN: usize = 32;
 
 impl Drop for Srq {
     fn drop(&mut self) {

@@ -79,6 +79,9 @@ const WR_OPS: usize = 32;
 /// Most consumed shared-pool buffers `handle_recv` sets aside before posting
 /// them again (`Inner::flush_reposts`); at most an eighth of the pool.
 const REPOST_BATCH: usize = 16;
+/// Busy progress passes (each found a completion) a consumed shared-pool
+/// buffer may wait for its repost before the next pass posts it anyway.
+const REPOST_PASSES: u32 = 16;
 /// How long a failed connection's QP is kept (in the error state, consuming
 /// nothing) before it is destroyed and the receive buffers promised to it are
 /// free again: its completions are all polled by then.
@@ -238,10 +241,11 @@ struct Net {
     pending_walk: Vec<SocketAddr>,
     /// Shared-pool buffers whose message is consumed, to post again and
     /// count in the bank (with the peer whose message each held, and the
-    /// credits the message released) at the start of the next progress pass,
-    /// before a connection fails, or once `REPOST_BATCH` wait: see
-    /// `Inner::flush_reposts`.
+    /// credits the message released), by the batch: when
+    /// `Inner::flush_reposts` says.
     repost: Vec<(u32, SocketAddr, u16)>,
+    /// Busy passes since `repost` was last flushed (`REPOST_PASSES`).
+    repost_age: u32,
     /// Since when a peer has been stuck below its credit floor (`coarse_ms`).
     starved_since: Option<u64>,
     /// Since when a connection we make has waited for free receive buffers.
@@ -679,6 +683,7 @@ impl RdmEp {
             pending: Vec::new(),
             pending_walk: Vec::new(),
             repost: Vec::with_capacity(REPOST_BATCH),
+            repost_age: 0,
             starved_since: None,
             pool_wait_since: None,
             redial: Vec::new(),

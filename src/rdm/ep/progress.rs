@@ -98,8 +98,12 @@ impl Inner {
     /// CQ, as on MSG endpoints); while connections are being set up, on
     /// every call.
     pub(super) fn progress_with(&mut self, ctx: &Ctx, force_cm: bool) -> bool {
-        // Reposts list the peers whose credits they may make due.
-        let flushed = self.flush_reposts();
+        // Reposts list the peers whose credits they may make due. Held ones
+        // go now before a waiter sleeps (`arm`), or when they have waited
+        // `REPOST_PASSES` busy passes; otherwise after this pass's poll if
+        // it finds nothing (see `flush_reposts`).
+        let due = self.net.as_ref().is_some_and(|n| !n.repost.is_empty() && (force_cm || n.repost_age >= REPOST_PASSES));
+        let mut flushed = due && self.flush_reposts();
         let Some(net) = &mut self.net else { return false };
         // The coarse clock: never a system call, unlike Instant::now() on
         // machines whose clocksource the vDSO cannot read (an emulated HPET).
@@ -113,6 +117,13 @@ impl Inner {
             net.cm_checked = now;
         }
         let mut any = self.poll_cq();
+        if let Some(net) = self.net.as_mut().filter(|n| !n.repost.is_empty()) {
+            if any {
+                net.repost_age += 1;
+            } else {
+                flushed |= self.flush_reposts();
+            }
+        }
         if cm_due {
             any |= self.cm_events(ctx);
         }
@@ -288,25 +299,50 @@ impl Inner {
         }
     }
 
-    /// Posts the shared-pool buffers `handle_recv` set aside and counts
-    /// their messages in the bank (`Bank::recycled`: arrived, and free again,
-    /// so their credits go out). It runs first in every progress pass (so
-    /// before `arm` lets a waiter sleep, and before the pass's drain, which
-    /// sends the credits that became due), before a connection fails (its
-    /// peer's share must see its messages before it is retired), and from
-    /// `handle_recv` once `REPOST_BATCH` buffers wait, so a burst of messages
-    /// never holds more than that many back from the pool.
+    /// Posts the shared-pool buffers `handle_recv` set aside, chained in one
+    /// call, and counts their messages in the bank (`Bank::recycled`:
+    /// arrived, and free again, so their credits go out). Held buffers are
+    /// flushed by a progress pass whose poll finds no completion (before
+    /// its drain, which sends the credits that became due), by `arm`'s pass
+    /// before a waiter sleeps, by a pass once they have waited
+    /// `REPOST_PASSES` busy passes, before a connection fails (its peer's
+    /// share must see its messages before it is retired), and from
+    /// `handle_recv` once `REPOST_BATCH` wait. So a busy endpoint posts them
+    /// by the batch, and none waits longer than a few of the application's
+    /// polls: a peer short of credits gets them back while anyone polls.
     /// Each buffer's peer is listed for the pass's drain (its credit may be
     /// due). True if it posted any (the pass must drain).
     pub(super) fn flush_reposts(&mut self) -> bool {
         let Some(net) = &mut self.net else { return false };
+        net.repost_age = 0;
         if net.repost.is_empty() {
             return false;
         }
         let Net { rx, repost, peers, pending, .. } = net;
         let Some(pool) = rx else { return false };
-        for (idx, from, release) in repost.drain(..) {
-            let arrival = if post_pool(pool, idx) { pool.bank.recycled(&from, release) } else { pool.bank.arrived(&from, release) };
+        // One chained post for them all (one trip into the driver).
+        let (posted, err) = pool.post_many(repost, |r| r.0, |i| wr_id(WrKind::Recv, 0, i));
+        if let Some(e) = err {
+            tracing::warn!("rdm: reposting {} shared receive buffers failed: {}", repost.len() - posted, ioerr(e));
+        }
+        // Runs of buffers from one peer, releasing nothing, count in one
+        // call (`recycled_many`); a buffer not posted is lost to the pool
+        // (and stays busy in the bank).
+        let mut k = 0;
+        while k < repost.len() {
+            let (_, from, release) = repost[k];
+            let arrival = if k >= posted || release != 0 {
+                k += 1;
+                if k <= posted {
+                    pool.bank.recycled(&from, release)
+                } else {
+                    pool.bank.arrived(&from, release)
+                }
+            } else {
+                let run = repost[k..posted].iter().take_while(|r| r.1 == from && r.2 == 0).count();
+                k += run;
+                pool.bank.recycled_many(&from, run as u32)
+            };
             check_arrival(&from, arrival);
             // A credit due now is sent by the pass's drain (a peer with
             // work queued is listed already).
@@ -314,6 +350,7 @@ impl Inner {
                 mark_in(peers, pending, &from);
             }
         }
+        repost.clear();
         true
     }
 

@@ -433,10 +433,11 @@ impl Inner {
         let mut post_failed = false;
         let reposted = match &mut net.rx {
             Some(pool) => {
-                // Posted again and counted in the bank (`recycled`) by the
-                // next progress pass, after the application has its
-                // completion: off the path of a reply it sends at once.
-                // Until then the bank sees the message as still on its way.
+                // Posted again and counted in the bank (`recycled`) with
+                // others, by a later progress pass (`flush_reposts`), after
+                // the application has its completion: off the path of a
+                // reply it sends at once. Until then the bank sees the
+                // message as still on its way.
                 let batch = REPOST_BATCH.min(pool.buffers() / 8).max(1);
                 net.repost.push((idx, addr, release));
                 if net.repost.len() >= batch {

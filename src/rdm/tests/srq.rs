@@ -62,6 +62,62 @@ fn recycled_is_arrived_then_reposted() {
 }
 
 #[test]
+fn recycled_many_is_recycled_n_times() {
+    // As above: one bank counts a run of arrivals from one peer buffer by
+    // buffer (`recycled`), the other in one call (`recycled_many`); other
+    // peers' arrivals, held buffers and grants come between the runs.
+    let mut rng = Rng::new(0x0dd_ba11);
+    for round in 0..200 {
+        let size = 8 + rng.below(120) as u32;
+        let mut a: Bank<u32> = Bank::shared(size, 1 + rng.below(40) as u16);
+        let mut b: Bank<u32> = Bank::shared(size, a.max as u16);
+        let mut held: Vec<u32> = Vec::new();
+        for step in 0..300 {
+            let k = rng.below(6) as u32;
+            match rng.below(8) {
+                0 if a.can_admit() && !a.contains(&k) => {
+                    assert_eq!(a.admit(k), b.admit(k));
+                }
+                1 | 2 | 3 => {
+                    // A run of arrivals (known peer or not; sometimes beyond
+                    // the sender's credits), reposted by the batch.
+                    let n = rng.below(20) as u32;
+                    let mut ra = Arrival::Ok;
+                    for _ in 0..n {
+                        if a.recycled(&k, 0) == Arrival::Overrun {
+                            ra = Arrival::Overrun;
+                        }
+                    }
+                    assert_eq!(b.recycled_many(&k, n), ra, "round {round} step {step}");
+                }
+                4 if a.contains(&k) => {
+                    let ra = a.arrived(&k, 0);
+                    assert_eq!(b.arrived(&k, 0), ra);
+                    held.push(k);
+                }
+                5 if !held.is_empty() => {
+                    let from = held.swap_remove(rng.below(held.len() as u64) as usize);
+                    a.reposted(Some(&from));
+                    b.reposted(Some(&from));
+                }
+                6 if a.contains(&k) => {
+                    let ga = a.share_mut(&k).map(|s| s.take_grant());
+                    let gb = b.share_mut(&k).map(|s| s.take_grant());
+                    assert_eq!(ga, gb);
+                }
+                7 if a.contains(&k) && rng.below(4) == 0 => {
+                    assert_eq!(a.retire(&k), b.retire(&k));
+                }
+                _ => {}
+            }
+            assert_eq!((a.free, a.busy, a.limbo), (b.free, b.busy, b.limbo), "round {round} step {step}");
+            assert_eq!(a.shares, b.shares, "round {round} step {step}");
+            assert_eq!(a.needy, b.needy, "round {round} step {step}");
+        }
+    }
+}
+
+#[test]
 fn peers_served_from_the_queue_are_reported() {
     // 16 peers on a pool of 64: the last ones admitted wait below their
     // quota. Buffers that come free (a peer leaves, a release) go to
