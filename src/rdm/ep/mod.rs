@@ -82,6 +82,9 @@ const REPOST_BATCH: usize = 16;
 /// Busy progress passes (each found a completion) a consumed shared-pool
 /// buffer may wait for its repost before the next pass posts it anyway.
 const REPOST_PASSES: u32 = 16;
+/// Progress passes after one that found completions that take the time
+/// of the last clock reading instead of reading the clock again.
+const CLOCK_SKIPS: u32 = 15;
 /// How long a failed connection's QP is kept (in the error state, consuming
 /// nothing) before it is destroyed and the receive buffers promised to it are
 /// free again: its completions are all polled by then.
@@ -220,6 +223,9 @@ struct Net {
     next_read: u64,
     /// When the rdma-cm channel was last read (`coarse_ms`).
     cm_checked: u64,
+    /// Passes that may still reuse `cm_checked` as the time instead of
+    /// reading the clock (set after a pass that found completions).
+    clock_skips: u32,
     /// An operation asked for a progress pass, or a connection failed: the
     /// next pass walks every peer (`drain_all(true)`), not only `pending`.
     dirty: bool,
@@ -678,6 +684,7 @@ impl RdmEp {
             next_lid: 1,
             next_read: 1,
             cm_checked: 0,
+            clock_skips: 0,
             dirty: true,
             settling: false,
             pending: Vec::new(),

@@ -96,7 +96,8 @@ impl Inner {
     /// connection up it is read once per tick of the coarse clock (a few
     /// milliseconds; a busy `fi_cq_read` loop stays a user-space poll of the
     /// CQ, as on MSG endpoints); while connections are being set up, on
-    /// every call.
+    /// every call. While completions keep coming, the clock itself is read
+    /// every `CLOCK_SKIPS + 1` passes.
     pub(super) fn progress_with(&mut self, ctx: &Ctx, force_cm: bool) -> bool {
         // Reposts list the peers whose credits they may make due. Held ones
         // go now before a waiter sleeps (`arm`), or when they have waited
@@ -107,8 +108,18 @@ impl Inner {
         let Some(net) = &mut self.net else { return false };
         // The coarse clock: never a system call, unlike Instant::now() on
         // machines whose clocksource the vDSO cannot read (an emulated HPET).
-        let now = crate::sys::coarse_ms();
+        // While completions keep coming, the passes after one that found
+        // some reuse its reading (`CLOCK_SKIPS`): the rdma-cm channel and the
+        // timers are then looked at a few passes late, and a busy stream
+        // does not read the clock for every message.
         let settling = net.settling;
+        let now = if net.clock_skips > 0 && !force_cm && !settling {
+            net.clock_skips -= 1;
+            net.cm_checked
+        } else {
+            net.clock_skips = 0;
+            crate::sys::coarse_ms()
+        };
         let cm_due = force_cm || settling || now != net.cm_checked;
         if cm_due {
             if now != net.cm_checked {
@@ -117,6 +128,11 @@ impl Inner {
             net.cm_checked = now;
         }
         let mut any = self.poll_cq();
+        if any {
+            if let Some(net) = self.net.as_mut() {
+                net.clock_skips = CLOCK_SKIPS;
+            }
+        }
         if let Some(net) = self.net.as_mut().filter(|n| !n.repost.is_empty()) {
             if any {
                 net.repost_age += 1;
