@@ -109,10 +109,12 @@ impl RecvPool {
         let mut done = 0;
         for chunk in items.chunks(crate::verbs::RECV_CHAIN) {
             // A buffer not of the pool (cannot happen) stops the chain there.
-            let valid = chunk.iter().position(|t| self.iov(idx(t)).is_none()).unwrap_or(chunk.len());
-            let reqs = chunk[..valid].iter().filter_map(|t| {
+            let mut valid = 0;
+            let reqs = chunk.iter().map_while(|t| {
                 let i = idx(t);
-                Some((wr_id(i), self.iov(i)?))
+                let iov = self.iov(i)?;
+                valid += 1;
+                Some((wr_id(i), iov))
             });
             let (n, e) = self.srq.post_recvs(reqs);
             done += n;

@@ -347,17 +347,16 @@ impl Inner {
         let mut k = 0;
         while k < repost.len() {
             let (_, from, release) = repost[k];
-            let arrival = if k >= posted || release != 0 {
-                k += 1;
-                if k <= posted {
-                    pool.bank.recycled(&from, release)
-                } else {
-                    pool.bank.arrived(&from, release)
-                }
-            } else {
+            let arrival = if k < posted && release == 0 {
                 let run = repost[k..posted].iter().take_while(|r| r.1 == from && r.2 == 0).count();
                 k += run;
                 pool.bank.recycled_many(&from, run as u32)
+            } else if k < posted {
+                k += 1;
+                pool.bank.recycled(&from, release)
+            } else {
+                k += 1;
+                pool.bank.arrived(&from, release)
             };
             check_arrival(&from, arrival);
             // A credit due now is sent by the pass's drain (a peer with
