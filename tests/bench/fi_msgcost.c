@@ -8,12 +8,17 @@
  * message, through the public libfabric API only (any RDM provider).
  *
  *   fi_msgcost [-p PROV] [-t] [-n ITERS] [-s SIZE] [-r ROUNDS] [-P POLLS] [-c PEERS]
+ *   fi_msgcost -p PROV -c PEERS -I HEXADDR     (the idle peers: internal)
  *
  * -P: empty polls timed per round (default 10 x ITERS; 0: none).
- * -c: first connect PEERS more endpoints of the same process to the measured
- *     one (each sends it one message), which then stay open and idle: the
- *     measured endpoint has PEERS + 1 connections, so a provider's per-peer
- *     work on every message shows.
+ * -c: first connect PEERS more endpoints to the measured one (each sends it
+ *     one message), which then stay open and idle: the measured endpoint has
+ *     PEERS + 1 connections, so a provider's per-peer work on every message
+ *     shows.  The idle endpoints live in a child process (this program again,
+ *     exec'd with -I, so not under callgrind and not in the counts) that
+ *     reads their CQ every millisecond: idle, as a server's other clients
+ *     are, but progressing, so they answer what the provider asks of them
+ *     (credit recalls).  It is killed after the last round.
  *
  * Under callgrind the counts start after the first round's warm-up
  * (CALLGRIND_ZERO_STATS, when <valgrind/callgrind.h> is there): connection
@@ -33,6 +38,8 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <signal.h>
+#include <sys/wait.h>
 
 #define BENCH_NAME "fi_msgcost"
 #include "bench.h"
@@ -72,13 +79,69 @@ static void wait_rx(void)
 	}
 }
 
+/* -I: the idle peers' process.  PEERS endpoints of a domain of their own
+ * each send the endpoint at HEXADDR one tagged message (tag 99), then are
+ * progressed (their CQ read) every millisecond until the process is killed. */
+static int idle_peers(const char *prov, unsigned long extra, const char *hex)
+{
+	char name[128];
+	size_t nl = strlen(hex) / 2;
+	if (nl == 0 || nl > sizeof(name))
+		return 2;
+	for (size_t i = 0; i < nl; i++) {
+		unsigned v;
+		if (sscanf(hex + 2 * i, "%2x", &v) != 1)
+			return 2;
+		name[i] = (char)v;
+	}
+	struct fi_info *hints = bench_hints(FI_EP_RDM, FI_MSG | FI_TAGGED, prov), *info;
+	CHK(fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, hints, &info));
+	struct fid_fabric *fabric;
+	struct fid_domain *domain;
+	struct fid_cq *xcq;
+	struct fid_av *xav;
+	CHK(fi_fabric(info->fabric_attr, &fabric, NULL));
+	CHK(fi_domain(fabric, info, &domain, NULL));
+	struct fi_cq_attr ca = { .size = 1024, .format = FI_CQ_FORMAT_TAGGED, .wait_obj = FI_WAIT_NONE };
+	CHK(fi_cq_open(domain, &ca, &xcq, NULL));
+	struct fi_av_attr xa = { .type = FI_AV_TABLE, .count = 4 };
+	CHK(fi_av_open(domain, &xa, &xav, NULL));
+	fi_addr_t to;
+	if (fi_av_insert(xav, name, 1, &to, 0, NULL) != 1) {
+		fprintf(stderr, "fi_msgcost -I: fi_av_insert failed\n");
+		return 1;
+	}
+	char sb[64] = { 0 };
+	struct fi_cq_tagged_entry c[8];
+	for (unsigned long k = 0; k < extra; k++) {
+		struct fid_ep *e;
+		CHK(fi_endpoint(domain, info, &e, NULL));
+		CHK(fi_ep_bind(e, &xcq->fid, FI_TRANSMIT | FI_RECV));
+		CHK(fi_ep_bind(e, &xav->fid, 0));
+		CHK(fi_enable(e));
+		ssize_t rc;
+		while ((rc = fi_tinject(e, sb, 8, to, 99)) == -FI_EAGAIN)
+			(void)fi_cq_read(xcq, c, 8);
+		CHK(rc);
+	}
+	for (;;) {
+		ssize_t n = fi_cq_read(xcq, c, 8);
+		if (n < 0 && n != -FI_EAGAIN) {
+			fprintf(stderr, "fi_msgcost -I: fi_cq_read = %zd (%s)\n", n, fi_strerror((int)-n));
+			return 1;
+		}
+		usleep(1000);
+	}
+}
+
 int main(int argc, char **argv)
 {
 	const char *prov = "verbs";
 	bool tagged = false;
 	unsigned long iters = 20000, size = 8, rounds = 1, polls = (unsigned long)-1, extra = 0;
+	const char *idle_hex = NULL;
 	int o;
-	while ((o = getopt(argc, argv, "p:tn:s:r:P:c:")) != -1) {
+	while ((o = getopt(argc, argv, "p:tn:s:r:P:c:I:")) != -1) {
 		switch (o) {
 		case 'p': prov = optarg; break;
 		case 't': tagged = true; break;
@@ -87,11 +150,14 @@ int main(int argc, char **argv)
 		case 'r': rounds = strtoul(optarg, NULL, 0); break;
 		case 'P': polls = strtoul(optarg, NULL, 0); break;
 		case 'c': extra = strtoul(optarg, NULL, 0); break;
+		case 'I': idle_hex = optarg; break;
 		default:
 			fprintf(stderr, "usage: fi_msgcost [-p PROV] [-t] [-n ITERS] [-s SIZE] [-r ROUNDS] [-P POLLS] [-c PEERS]\n");
 			return 2;
 		}
 	}
+	if (idle_hex)
+		return idle_peers(prov, extra, idle_hex);
 	struct fi_info *hints = bench_hints(FI_EP_RDM, FI_MSG | FI_TAGGED, prov), *info;
 	CHK(fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, hints, &info));
 	struct fid_fabric *fabric;
@@ -129,36 +195,33 @@ int main(int argc, char **argv)
 		fprintf(stderr, "fi_msgcost: size %lu exceeds inject_size %zu\n", size, info->tx_attr->inject_size);
 		return 1;
 	}
-	/* idle peers: each connects by sending the measured endpoint one message */
-	struct fid_ep **xe = calloc(extra ? extra : 1, sizeof(*xe));
-	struct fid_cq *xcq = NULL;
-	struct fid_av *xav = NULL;
+	/* idle peers: a child process (this program, -I) connects them, each by
+	 * sending the measured endpoint one message, and keeps them progressing */
+	pid_t child = 0;
 	if (extra) {
 		if (extra > info->rx_attr->size) {
 			fprintf(stderr, "fi_msgcost: -c %lu exceeds rx_size %zu\n", extra, info->rx_attr->size);
 			return 1;
 		}
-		CHK(fi_cq_open(domain, &ca, &xcq, NULL));
-		struct fi_av_attr xa = { .type = FI_AV_TABLE, .count = 4 };
-		CHK(fi_av_open(domain, &xa, &xav, NULL));
-		fi_addr_t to;
-		if (fi_av_insert(xav, name, 1, &to, 0, NULL) != 1) {
-			fprintf(stderr, "fi_msgcost: fi_av_insert for the idle peers failed\n");
-			return 1;
-		}
 		struct fi_context *xctx = calloc(extra, sizeof(*xctx));
 		for (unsigned long k = 0; k < extra; k++)
 			CHK(fi_trecv(ep, rb, size, desc, FI_ADDR_UNSPEC, 99, 0, &xctx[k]));
-		for (unsigned long k = 0; k < extra; k++) {
-			CHK(fi_endpoint(domain, info, &xe[k], NULL));
-			CHK(fi_ep_bind(xe[k], &xcq->fid, FI_TRANSMIT | FI_RECV));
-			CHK(fi_ep_bind(xe[k], &xav->fid, 0));
-			CHK(fi_enable(xe[k]));
-			ssize_t rc;
-			struct fi_cq_tagged_entry c[8];
-			while ((rc = fi_tinject(xe[k], sb, size, to, 99)) == -FI_EAGAIN)
-				(void)fi_cq_read(xcq, c, 8);
-			CHK(rc);
+		char hex[2 * sizeof(name) + 1], cnt[32];
+		for (size_t i = 0; i < nl; i++)
+			sprintf(hex + 2 * i, "%02x", (unsigned char)name[i]);
+		snprintf(cnt, sizeof(cnt), "%lu", extra);
+		fflush(NULL);
+		child = fork();
+		if (child < 0) {
+			perror("fi_msgcost: fork");
+			return 1;
+		}
+		if (child == 0) {
+			/* exec'd (not only forked): under valgrind the child runs
+			 * natively (no --trace-children), outside the counts */
+			execlp(argv[0], argv[0], "-p", prov, "-c", cnt, "-I", hex, (char *)NULL);
+			perror("fi_msgcost: exec");
+			_exit(127);
 		}
 		unsigned long got = 0;
 		uint64_t spins = 0;
@@ -171,8 +234,12 @@ int main(int argc, char **argv)
 				fprintf(stderr, "fi_msgcost: fi_cq_read(rx) while connecting = %zd\n", n);
 				return 1;
 			}
-			(void)fi_cq_read(xcq, c, 8);
 			(void)fi_cq_read(txcq, c, 8);
+			int st;
+			if (waitpid(child, &st, WNOHANG) == child) {
+				fprintf(stderr, "fi_msgcost: the idle peers' process ended (status %#x)\n", st);
+				return 1;
+			}
 			if (++spins > 200000000u) {
 				fprintf(stderr, "fi_msgcost: the idle peers did not connect (%lu of %lu)\n", got, extra);
 				return 1;
@@ -237,13 +304,10 @@ int main(int argc, char **argv)
 		printf("POLLCOST prov=%s iters=%lu avg_ns=%.1f\n", prov, np, (double)(now_ns() - p0) / (double)np);
 		fflush(stdout);
 	}
-	for (unsigned long k = 0; k < extra; k++)
-		CHK(fi_close(&xe[k]->fid));
-	if (xav)
-		CHK(fi_close(&xav->fid));
-	if (xcq)
-		CHK(fi_close(&xcq->fid));
-	free(xe);
+	if (child > 0) {
+		kill(child, SIGKILL);
+		(void)waitpid(child, NULL, 0);
+	}
 	CHK(fi_close(&ep->fid));
 	CHK(fi_close(&mr->fid));
 	CHK(fi_close(&av->fid));
