@@ -32,6 +32,8 @@
 //! * A peer above its quota that may sit on its credits is **recalled**: a
 //!   CREDIT with `F_RECALL` asks it to keep at most its quota and release the
 //!   rest, which it does with a CREDIT whose `aux` counts the released ones.
+//!   While a recall is open, the peer is recalled again only when the quota
+//!   drops below its target (a peer at or below a target sends no answer).
 //! * The floor `MIN_CREDITS` (3) per peer is what the deadlock argument of
 //!   `credits.rs` needs (a stuck sender is owed at least 2 = the smallest
 //!   return threshold). When `n + 1` peers would not all get their floor, the
@@ -57,8 +59,12 @@ pub struct Share {
     owed: u32,
     /// A recall (target) to send with the next CREDIT.
     recall: Option<u16>,
-    /// A recall went out and is not satisfied yet (no second one meanwhile).
-    recalled: bool,
+    /// The target of the last recall, while it is not satisfied: no second
+    /// recall meanwhile unless the quota drops below that target. (A peer
+    /// that holds no more than a recall's target does not answer it: with
+    /// one of its messages still on its way here, `out` was one above what
+    /// it held. It must be recalled again when the quota shrinks further.)
+    recalled: Option<u32>,
     /// Owed credits that justify a standalone CREDIT.
     threshold: u32,
     /// Queued in `Bank::needy`.
@@ -232,6 +238,33 @@ impl<K: Copy + Eq + Hash> Bank<K> {
         self.free == 0 && s.needy && s.out < MIN && !s.credit_due()
     }
 
+    /// The books in one line, for logs: the pool's totals, then each peer's
+    /// `out+owed` (`R`: a recall is pending, `r`: one went out, `n`: needy).
+    pub fn describe(&self) -> String
+    where
+        K: std::fmt::Display,
+    {
+        let mut t = format!(
+            "size={} free={} busy={} limbo={} quota={} needy={}:",
+            self.size,
+            self.free,
+            self.busy,
+            self.limbo,
+            self.quota(),
+            self.needy.len()
+        );
+        for (k, s) in self.shares.iter() {
+            let f = format!(
+                "{}{}{}",
+                if s.recall.is_some() { "R" } else { "" },
+                if s.recalled.is_some() { "r" } else { "" },
+                if s.needy { "n" } else { "" }
+            );
+            t.push_str(&format!(" {k}={}+{}{f}", s.out, s.owed));
+        }
+        t
+    }
+
     /// How many buffers [`Bank::feed_stuck`] would give the stuck peers: each
     /// gets enough owed credits for a CREDIT to go out (its threshold, at
     /// least the floor). 0 when no peer is stuck.
@@ -342,8 +375,8 @@ impl<K: Copy + Eq + Hash> Bank<K> {
         }
         s.out -= r;
         self.free += r;
-        if s.recalled && (r > 0 || s.promised() <= q) {
-            s.recalled = false;
+        if s.recalled.is_some() && (r > 0 || s.promised() <= q) {
+            s.recalled = None;
         }
         if r > 0 {
             self.serve_needy();
@@ -366,8 +399,8 @@ impl<K: Copy + Eq + Hash> Bank<K> {
                     res = Arrival::Overrun;
                     free = free.saturating_sub(1);
                 }
-                if s.recalled && s.promised() <= q {
-                    s.recalled = false;
+                if s.recalled.is_some() && s.promised() <= q {
+                    s.recalled = None;
                 }
                 // Busy for no time: the buffer is free, and goes back to `k`
                 // if it is below its quota and not waiting in line.
@@ -404,8 +437,8 @@ impl<K: Copy + Eq + Hash> Bank<K> {
                     break;
                 }
                 s.out = out;
-                if s.recalled && s.promised() <= q {
-                    s.recalled = false;
+                if s.recalled.is_some() && s.promised() <= q {
+                    s.recalled = None;
                 }
                 s.owed += 1;
                 self.free = free;
@@ -481,9 +514,9 @@ impl<K: Copy + Eq + Hash> Bank<K> {
                 let ex = (p - q).min(s.owed);
                 s.owed -= ex;
                 self.free += ex;
-                if s.out > q && !s.recalled {
+                if s.out > q && s.recalled.is_none_or(|t| q < t) {
                     s.recall = Some(q.min(u16::MAX as u32) as u16);
-                    s.recalled = true;
+                    s.recalled = Some(q);
                     self.recalls += 1;
                 }
             } else if p < q && !s.needy {

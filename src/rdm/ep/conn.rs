@@ -202,7 +202,12 @@ impl Net {
             self.starved_since = None;
         } else {
             match self.starved_since {
-                None => self.starved_since = Some(now),
+                None => {
+                    self.starved_since = Some(now);
+                    if let Some(p) = &self.rx {
+                        tracing::debug!("rdm: a peer is stuck without credits: {}", p.bank.describe());
+                    }
+                }
                 Some(t) if now.saturating_sub(t) >= STARVE_MS => {
                     self.starved_since = None;
                     tracing::info!("rdm: a peer has had no credits for {STARVE_MS} ms while the others hold the pool");
@@ -225,6 +230,9 @@ impl Net {
             Some(t) if now.saturating_sub(t) >= STARVE_MS => {
                 self.pool_wait_since = None;
                 tracing::info!("rdm: {waiting} connection(s) waited {STARVE_MS} ms for free receive buffers");
+                if let Some(p) = &self.rx {
+                    tracing::debug!("rdm: the pool's books: {}", p.bank.describe());
+                }
                 self.grow_pool(waiting * super::super::proto::MIN_CREDITS as u32, "for connections waiting to start", Grow::Free);
             }
             Some(_) => {}

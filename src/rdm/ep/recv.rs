@@ -370,11 +370,24 @@ impl Inner {
             (None, _) => FI_ADDR_NOTAVAIL,
         };
         let decoded = if imm { None } else { Some(proto::decode(buf.slice(off, n))) };
+        let mut recalled = false;
         if let (Some(Ok(msg)), Some(f)) = (&decoded, peer.and_then(|p| p.flow.as_mut())) {
             f.granted(msg.credits());
             if let Message::Credit { recall: Some(t), .. } = msg {
+                tracing::debug!("rdm: {addr} recalls its credits down to {t}");
                 f.recalled(*t);
+                recalled = true;
             }
+        }
+        if recalled {
+            // Answered by this pass's drain. Nothing else lists a peer that
+            // has nothing queued (an idle one, typically: the one holding
+            // the credits the recall wants back), and the buffer's own
+            // listing waits for its repost (`flush_reposts`), which lists
+            // only a peer owed a CREDIT: without this the answer waited for
+            // the peer's next message, and the recalling side fed its
+            // starving peers after a second instead.
+            net.mark(&addr);
         }
         // What the message hands back (a recall's answer), counted with its arrival.
         let mut release = 0u16;
@@ -423,7 +436,12 @@ impl Inner {
                         }
                         Message::Fin { msg_id, .. } => self.rndv_send_done(addr, msg_id, None),
                         Message::Nack { msg_id, err, .. } => self.rndv_send_done(addr, msg_id, Some(err as i32)),
-                        Message::Credit { release: r, .. } => release = r,
+                        Message::Credit { release: r, .. } => {
+                            if r > 0 {
+                                tracing::debug!("rdm: {addr} released {r} credits");
+                            }
+                            release = r
+                        }
                     }
                 }
             }

@@ -585,6 +585,9 @@ impl Inner {
             let off = send.off(s);
             let (n, done, op) = match o {
                 Outgoing::Credit { grant, release, recall } => {
+                    if release > 0 || recall.is_some() {
+                        tracing::debug!("rdm: CREDIT to {addr}: grant {grant}, release {release}, recall {recall:?}");
+                    }
                     let n = Message::Credit { credits: grant, release, recall }.encode_into(&sbuf, off);
                     (n, None, SendOp::Send)
                 }

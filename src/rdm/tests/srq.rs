@@ -201,7 +201,7 @@ fn quotas_shrink_with_peers_and_keep_a_floor() {
         // The answer: a CREDIT (one credit) releasing 32 - 1 - 31 = 0 more.
         assert_eq!(b.arrived(&k, 0), Arrival::Ok);
         b.reposted(Some(&k));
-        assert!(!b.share(&k).unwrap().recalled);
+        assert!(b.share(&k).unwrap().recalled.is_none());
     }
     assert_eq!(b.free(), 12, "a newcomer's floor is free again");
     assert!(b.can_admit());
@@ -222,6 +222,51 @@ fn quotas_shrink_with_peers_and_keep_a_floor() {
     s.grow(3);
     assert_eq!(s.shortfall(), 0);
     assert!(s.balanced());
+}
+
+/// A peer that holds no more than a recall's target does not answer it
+/// (`credits.rs`): here the bank counted one of its messages still on its
+/// way. When the quota shrinks below that target, the peer is recalled
+/// again, with the new target: before, the first recall stayed "not
+/// satisfied" and blocked every later one, so idle peers kept their large
+/// first grants while a busy peer starved (rdm_recall).
+#[test]
+fn an_unanswered_recall_is_renewed_when_the_quota_shrinks() {
+    let mut b: Bank<u32> = Bank::shared(384, 128);
+    assert_eq!(b.admit(0), 128);
+    assert_eq!(b.admit(1), 128);
+    // Quota 381 / 3 = 127: peers 0 and 1 are recalled to 127.
+    assert_eq!(b.admit(2), 127);
+    assert_eq!(b.recalls, 2);
+    for k in 0..2 {
+        assert_eq!(b.share_mut(&k).unwrap().take_recall(), Some(127), "peer {k}");
+    }
+    // Peer 0 spent a credit on a message the bank has not seen yet: it holds
+    // 127, the target, and sends nothing. Peer 1 answers (releases 0 more).
+    assert_eq!(b.arrived(&1, 0), Arrival::Ok);
+    b.reposted(Some(&1));
+    assert!(b.share(&1).unwrap().recalled.is_none());
+    assert_eq!(b.share(&0).unwrap().recalled, Some(127));
+    // Quota 381 / 4 = 95: the three are above it (peer 2 holds 127) and are
+    // recalled to 95, peer 0 although its first recall is still open.
+    b.admit(3);
+    assert_eq!(b.quota(), 95);
+    assert_eq!(b.recalls, 5);
+    for k in 0..3 {
+        assert_eq!(b.share_mut(&k).unwrap().take_recall(), Some(95), "peer {k}");
+        assert_eq!(b.share(&k).unwrap().recalled, Some(95), "peer {k}");
+    }
+    // The same quota again (a peer's floor changes nothing): no new recall.
+    b.rebalance();
+    assert_eq!(b.recalls, 5);
+    // Peer 0's message arrives, then its answer: keep 95, release 127 - 1 - 95.
+    assert_eq!(b.arrived(&0, 0), Arrival::Ok);
+    b.reposted(Some(&0));
+    assert_eq!(b.arrived(&0, 31), Arrival::Ok);
+    b.reposted(Some(&0));
+    assert!(b.share(&0).unwrap().recalled.is_none());
+    assert!(b.share(&0).unwrap().promised() <= 95);
+    assert!(b.balanced());
 }
 
 #[test]
@@ -252,7 +297,7 @@ fn returns_are_withheld_from_a_peer_above_quota_and_go_to_the_needy() {
     assert_eq!(b.share(&1).unwrap().promised(), 12);
     // Peer 1 answers the recall, keeping 8: its CREDIT uses one, releases 3.
     assert_eq!(b.arrived(&1, 3), Arrival::Ok);
-    assert!(!b.share(&1).unwrap().recalled);
+    assert!(b.share(&1).unwrap().recalled.is_none());
     b.reposted(Some(&1));
     assert_eq!(b.share(&1).unwrap().promised(), 8);
     assert_eq!(b.free(), 4);
