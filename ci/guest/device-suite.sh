@@ -254,6 +254,7 @@ CTESTS=(
   rdm_eager_mismatch:rdm_eager_mismatch
   rdm_inject_burst:rdm_inject_burst
   rdm_idle_peers:rdm_idle_peers
+  rdm_recall:rdm_recall
   rdm_inject_fail:rdm_inject_fail
   # issue 25: transfers longer than the device's largest message
   rdm_bigrma:rdm_bigrma
