@@ -478,6 +478,28 @@ impl Matcher {
         }
     }
 
+    /// The common case of [`Matcher::post`], without its result vector: a
+    /// plain receive (no FI_PEEK, FI_CLAIM, FI_DISCARD or FI_MULTI_RECV)
+    /// while no unexpected message of its kind waits joins the posted queue,
+    /// and `Ok(())` says so. Anything else comes back as `Err(req)`, for
+    /// `post` (which would queue it the same way or take what waits).
+    pub fn post_plain(&mut self, req: RecvRequest) -> Result<(), RecvRequest> {
+        let q = &mut self.queues[req.kind.idx()];
+        if req.flags & (FI_PEEK | FI_CLAIM | FI_DISCARD | FI_MULTI_RECV) != 0 || !q.unexpected.is_empty() {
+            return Err(req);
+        }
+        q.posted.push_back(Posted {
+            handle: req.handle,
+            context: req.context,
+            src: req.src,
+            tag: req.tag,
+            ignore: req.ignore,
+            len: req.len,
+            multi: None,
+        });
+        Ok(())
+    }
+
     /// Posts a receive (fi_recv*/fi_trecv*). Returns the actions for the
     /// unexpected messages it takes at once (several for a multi-receive
     /// buffer, which stays posted while it has room); empty when it waits in

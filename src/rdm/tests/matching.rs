@@ -73,6 +73,59 @@ fn take_head_is_arrive_when_it_answers() {
     assert!(fast > 1000 && slow > 1000, "both paths exercised: {fast} fast, {slow} slow");
 }
 
+/// `post_plain` queues exactly what `post` would queue with no action, and
+/// hands back everything else unchanged: two matchers given the same random
+/// receives (plain, directed, multi-receive, peeks and claims) and arrivals,
+/// one trying `post_plain` first, never differ.
+#[test]
+fn post_plain_is_post_when_it_takes() {
+    let mut rng = Rng::new(0x9057_91a1);
+    let (mut a, mut b) = (Matcher::new(), Matcher::new());
+    let mut handle = 1u64;
+    let (mut fast, mut slow) = (0, 0);
+    for step in 0..20_000u64 {
+        if rng.below(2) == 0 {
+            let len = 1 + rng.below(64) as usize;
+            let mut req = if rng.below(2) == 0 {
+                RecvRequest::msg(handle, step, len)
+            } else {
+                RecvRequest::tagged(handle, step, len, rng.below(4), if rng.below(3) == 0 { 1 } else { 0 })
+            };
+            if rng.below(4) == 0 {
+                req = req.from(rng.below(3));
+            }
+            match (req.kind, rng.below(8)) {
+                (Kind::Msg, 0) => req = req.with_flags(FI_MULTI_RECV),
+                (Kind::Tagged, 0) => req = req.with_flags(FI_PEEK),
+                (Kind::Tagged, 1) => req = req.with_flags(FI_PEEK | FI_DISCARD),
+                _ => {}
+            }
+            handle += 1;
+            let want = b.post(req.clone());
+            match a.post_plain(req.clone()) {
+                Ok(()) => {
+                    fast += 1;
+                    assert_eq!(want.unwrap(), Vec::new(), "step {step}");
+                }
+                Err(back) => {
+                    slow += 1;
+                    assert_eq!(back, req, "step {step}: handed back unchanged");
+                    assert_eq!(a.post(back), want, "step {step}");
+                }
+            }
+        } else {
+            let payload = vec![step as u8; rng.below(80) as usize];
+            let kind = if rng.below(2) == 0 { Kind::Msg } else { Kind::Tagged };
+            let src = rng.below(3);
+            let tag = if kind == Kind::Tagged { rng.below(4) } else { 0 };
+            let inc = Incoming { src, kind, tag, data: None, body: Body::Eager(&payload), origin: None };
+            assert_eq!(a.arrive(inc.clone()), b.arrive(inc), "step {step}");
+        }
+        assert_eq!(format!("{:?}", a.queues), format!("{:?}", b.queues), "step {step}");
+    }
+    assert!(fast > 1000 && slow > 1000, "both paths exercised: {fast} fast, {slow} slow");
+}
+
 #[test]
 fn untagged_matches_in_posting_order() {
     let mut m = Matcher::new();
