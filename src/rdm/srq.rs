@@ -24,6 +24,10 @@
 //! * Each of the `n` peers has the same **quota** `clamp((size - reserve) / n,
 //!   MIN_CREDITS, max_per_peer)`. The shared pool keeps `reserve =
 //!   MIN_CREDITS` out of the quotas, so a newcomer finds a floor's worth free.
+//!   In the shared pool, peers marked **idle** ([`Bank::sweep_idle`]: no
+//!   message for a whole sweep period) are held to the floor instead, and
+//!   the others share `size - reserve - MIN_CREDITS * idle`; a message from
+//!   an idle peer wakes it.
 //! * A buffer reposted after a message of peer `p` is given back to `p` if `p`
 //!   is below its quota; else to the first peer waiting below its quota
 //!   (`needy`, first come first served); else it stays free. So a peer above
@@ -69,6 +73,12 @@ pub struct Share {
     threshold: u32,
     /// Queued in `Bank::needy`.
     needy: bool,
+    /// No message from this peer during a whole idle sweep period
+    /// (`Bank::sweep_idle`): its quota is the floor, and the rest of the pool
+    /// goes to the peers that send. Its next message wakes it.
+    idle: bool,
+    /// A message arrived since the last idle sweep.
+    seen: bool,
 }
 
 impl Share {
@@ -136,6 +146,14 @@ pub struct Bank<K: Copy + Eq + Hash> {
     served: Vec<K>,
     /// Recalls sent (statistics, tests).
     pub recalls: u64,
+    /// Peers marked idle (each held to the floor).
+    n_idle: u32,
+    /// Idle peers are held to the floor (the shared pool; a connection's own
+    /// queue serves one peer and keeps its whole quota).
+    adaptive: bool,
+    /// Peers marked idle and woken again (statistics, tests).
+    pub idled: u64,
+    pub woken: u64,
 }
 
 impl<K: Copy + Eq + Hash> Bank<K> {
@@ -153,12 +171,16 @@ impl<K: Copy + Eq + Hash> Bank<K> {
             needy: VecDeque::new(),
             served: Vec::new(),
             recalls: 0,
+            n_idle: 0,
+            adaptive: false,
+            idled: 0,
+            woken: 0,
         }
     }
 
     /// The bank of a shared pool (a floor's worth kept for newcomers).
     pub fn shared(size: u32, max_per_peer: u16) -> Bank<K> {
-        Bank::new(size, max_per_peer, MIN)
+        Bank { adaptive: true, ..Bank::new(size, max_per_peer, MIN) }
     }
 
     /// The bank of one connection's own receive queue.
@@ -166,14 +188,82 @@ impl<K: Copy + Eq + Hash> Bank<K> {
         Bank::new(max_per_peer as u32, max_per_peer, 0)
     }
 
-    fn quota_for(&self, n: usize) -> u32 {
-        let n = n.max(1) as u32;
-        (self.size.saturating_sub(self.reserve) / n).clamp(MIN, self.max)
+    /// The quota of every peer that sends now (an idle one's is the floor):
+    /// what is left after the reserve and the idle peers' floors, shared
+    /// equally, within `MIN..=max`.
+    pub fn quota(&self) -> u32 {
+        let n = self.shares.len() as u32;
+        let idle = self.n_idle.min(n);
+        let active = (n - idle).max(1);
+        (self.size.saturating_sub(self.reserve + idle * MIN) / active).clamp(MIN, self.max)
     }
 
-    /// The quota of every peer now.
-    pub fn quota(&self) -> u32 {
-        self.quota_for(self.shares.len())
+    /// Share `s`'s quota, `qa` being [`Bank::quota`].
+    #[inline]
+    fn quota_of(qa: u32, s: &Share) -> u32 {
+        if s.idle {
+            MIN
+        } else {
+            qa
+        }
+    }
+
+    /// Peers marked idle now.
+    pub fn idle_peers(&self) -> u32 {
+        self.n_idle
+    }
+
+    /// Called every idle period (the endpoint: every `IDLE_MS`): a peer none
+    /// of whose messages arrived since the last call is marked idle. Its
+    /// quota drops to the floor (it is recalled down to it), and the others'
+    /// quota grows by what it held. Returns how many were marked.
+    pub fn sweep_idle(&mut self) -> u32 {
+        if !self.adaptive {
+            return 0;
+        }
+        let mut n = 0;
+        for s in self.shares.values_mut() {
+            if s.seen {
+                s.seen = false;
+            } else if !s.idle {
+                s.idle = true;
+                n += 1;
+            }
+        }
+        if n > 0 {
+            self.n_idle += n;
+            self.idled += n as u64;
+            self.rebalance();
+        }
+        n
+    }
+
+    /// A data message of peer `k` arrived (call before counting its buffer):
+    /// it is not idle. An idle one sends again and gets the quota of the
+    /// others (who may be above the smaller quota now: returns are withheld
+    /// from them, and those that hold more are recalled). CREDITs do not
+    /// count: an idle peer answering a recall, or recalling what we hold of
+    /// its own pool, is still idle.
+    #[inline]
+    pub fn heard(&mut self, k: &K) {
+        if let Some(s) = self.shares.get_mut(k) {
+            s.seen = true;
+            if s.idle {
+                self.wake(k);
+            }
+        }
+    }
+
+    #[cold]
+    fn wake(&mut self, k: &K) {
+        if let Some(s) = self.shares.get_mut(k) {
+            if s.idle {
+                s.idle = false;
+                self.n_idle -= 1;
+                self.woken += 1;
+                self.rebalance();
+            }
+        }
     }
 
     /// The standalone-CREDIT threshold for a quota: half of it, at least 2,
@@ -239,26 +329,28 @@ impl<K: Copy + Eq + Hash> Bank<K> {
     }
 
     /// The books in one line, for logs: the pool's totals, then each peer's
-    /// `out+owed` (`R`: a recall is pending, `r`: one went out, `n`: needy).
+    /// `out+owed` (`R`: a recall is pending, `r`: one went out, `n`: needy, `i`: idle).
     pub fn describe(&self) -> String
     where
         K: std::fmt::Display,
     {
         let mut t = format!(
-            "size={} free={} busy={} limbo={} quota={} needy={}:",
+            "size={} free={} busy={} limbo={} quota={} idle={} needy={}:",
             self.size,
             self.free,
             self.busy,
             self.limbo,
             self.quota(),
+            self.n_idle,
             self.needy.len()
         );
         for (k, s) in self.shares.iter() {
             let f = format!(
-                "{}{}{}",
+                "{}{}{}{}",
                 if s.recall.is_some() { "R" } else { "" },
                 if s.recalled.is_some() { "r" } else { "" },
-                if s.needy { "n" } else { "" }
+                if s.needy { "n" } else { "" },
+                if s.idle { "i" } else { "" }
             );
             t.push_str(&format!(" {k}={}+{}{f}", s.out, s.owed));
         }
@@ -305,7 +397,8 @@ impl<K: Copy + Eq + Hash> Bank<K> {
             // Already known (the second connection of an endpoint talking to itself).
             return s.out.min(u16::MAX as u32) as u16;
         }
-        self.shares.insert(k, Share::default());
+        // Seen: not idle at the next sweep before it had a chance to send.
+        self.shares.insert(k, Share { seen: true, ..Share::default() });
         let q = self.quota();
         let g = q.min(self.free);
         self.free -= g;
@@ -319,6 +412,9 @@ impl<K: Copy + Eq + Hash> Bank<K> {
     /// once its connection can no longer consume buffers). Returns how many.
     pub fn retire(&mut self, k: &K) -> u32 {
         let Some(s) = self.shares.remove(k) else { return 0 };
+        if s.idle {
+            self.n_idle -= 1;
+        }
         self.needy.retain(|x| x != k);
         let p = s.promised();
         self.limbo += p;
@@ -354,13 +450,14 @@ impl<K: Copy + Eq + Hash> Bank<K> {
     /// unused credits it hands back (a CREDIT's `aux`).
     pub fn arrived(&mut self, k: &K, release: u16) -> Arrival {
         self.busy += 1;
-        let q = self.quota();
+        let qa = self.quota();
         let Some(s) = self.shares.get_mut(k) else {
             // Unknown peer: treat like a retired one.
             self.busy -= 1;
             self.limbo_arrived();
             return Arrival::Overrun;
         };
+        let q = Self::quota_of(qa, s);
         let mut res = Arrival::Ok;
         if s.out > 0 {
             s.out -= 1;
@@ -389,8 +486,9 @@ impl<K: Copy + Eq + Hash> Bank<K> {
     /// `k`'s share in the common case (no release).
     pub fn recycled(&mut self, k: &K, release: u16) -> Arrival {
         if release == 0 {
-            let q = self.quota();
+            let qa = self.quota();
             if let Some(s) = self.shares.get_mut(k) {
+                let q = Self::quota_of(qa, s);
                 let mut res = Arrival::Ok;
                 let mut free = self.free;
                 if s.out > 0 {
@@ -426,8 +524,9 @@ impl<K: Copy + Eq + Hash> Bank<K> {
     pub fn recycled_many(&mut self, k: &K, n: u32) -> Arrival {
         let mut res = Arrival::Ok;
         let mut left = n;
-        let q = self.quota();
+        let qa = self.quota();
         if let Some(s) = self.shares.get_mut(k) {
+            let q = Self::quota_of(qa, s);
             while left > 0 {
                 // `recycled`'s first branch, taken only when it keeps the
                 // buffer for `k` (below quota, not in line): no other
@@ -461,9 +560,9 @@ impl<K: Copy + Eq + Hash> Bank<K> {
     pub fn reposted(&mut self, from: Option<&K>) {
         self.busy = self.busy.saturating_sub(1);
         self.free += 1;
-        let q = self.quota();
+        let qa = self.quota();
         if let Some(s) = from.and_then(|k| self.shares.get_mut(k)) {
-            if s.promised() < q && !s.needy {
+            if s.promised() < Self::quota_of(qa, s) && !s.needy {
                 s.owed += 1;
                 self.free -= 1;
                 return;
@@ -479,13 +578,14 @@ impl<K: Copy + Eq + Hash> Bank<K> {
 
     /// Gives free buffers to the peers waiting below their quota, in order.
     fn serve_needy(&mut self) {
-        let q = self.quota();
+        let qa = self.quota();
         while self.free > 0 {
             let Some(k) = self.needy.front().copied() else { break };
             let Some(s) = self.shares.get_mut(&k) else {
                 self.needy.pop_front();
                 continue;
             };
+            let q = Self::quota_of(qa, s);
             let want = q.saturating_sub(s.promised());
             let g = want.min(self.free);
             s.owed += g;
@@ -504,17 +604,17 @@ impl<K: Copy + Eq + Hash> Bank<K> {
     /// thresholds; peers above the quota lose what they were owed beyond it
     /// and are recalled; peers below it queue for free buffers.
     fn rebalance(&mut self) {
-        let q = self.quota();
-        let t = Self::threshold_for(q);
+        let qa = self.quota();
         let mut below = Vec::new();
         for (k, s) in self.shares.iter_mut() {
-            s.threshold = t;
+            let q = Self::quota_of(qa, s);
+            s.threshold = Self::threshold_for(q);
             let p = s.promised();
             if p > q {
                 let ex = (p - q).min(s.owed);
                 s.owed -= ex;
                 self.free += ex;
-                if s.out > q && s.recalled.is_none_or(|t| q < t) {
+                if s.out > q && !s.recalled.is_some_and(|t| q >= t) {
                     s.recall = Some(q.min(u16::MAX as u32) as u16);
                     s.recalled = Some(q);
                     self.recalls += 1;

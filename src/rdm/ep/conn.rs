@@ -197,6 +197,20 @@ impl Net {
     /// alone rather than wait on them. Checked once per coarse-clock tick.
     pub(super) fn check_starved(&mut self, now: u64) {
         const STARVE_MS: u64 = 1000;
+        // Peers that sent nothing for an idle period (IDLE_MS to twice that)
+        // are held to the floor, the others share the rest of the pool: with
+        // many peers connected and few sending, those few keep enough
+        // credits to stream (64 peers over the default pool: 5 each
+        // otherwise).
+        if now.saturating_sub(self.idle_swept) >= IDLE_MS {
+            self.idle_swept = now;
+            if let Some(p) = &mut self.rx {
+                let n = p.bank.sweep_idle();
+                if n > 0 {
+                    tracing::debug!("rdm: {n} peer(s) idle for {IDLE_MS} ms, held to the floor: {}", p.bank.describe());
+                }
+            }
+        }
         let need = self.rx.as_ref().map_or(0, |p| p.bank.stuck_need());
         if need == 0 {
             self.starved_since = None;

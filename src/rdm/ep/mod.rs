@@ -72,6 +72,11 @@ use crate::sys;
 use crate::verbs::cm::{CmEvent, CmEventKind, CmId, ConnParam, EventChannel};
 use crate::verbs::{self, access, send_flags, wc_opcode, wc_status, CompChannel, Iov, Pd, QpCaps, SendOp, Wc};
 
+/// A peer none of whose messages arrived for this long (up to twice it) is
+/// idle: the shared pool's bank holds it to the floor of credits
+/// (`Bank::sweep_idle`), and its next message gives it the others' quota.
+const IDLE_MS: u64 = 250;
+
 /// Token of the listening cm id (connection ids start at 1).
 const LISTEN_TOKEN: u64 = 0;
 /// Send-queue requests per connection besides send slots (RDMA READ/WRITE, atomics).
@@ -249,11 +254,15 @@ struct Net {
     /// count in the bank (with the peer whose message each held, and the
     /// credits the message released), by the batch: when
     /// `Inner::flush_reposts` says.
-    repost: Vec<(u32, SocketAddr, u16)>,
+    /// The last field: the message was data (not a CREDIT), which tells the
+    /// bank the peer is not idle (`Bank::heard`).
+    repost: Vec<(u32, SocketAddr, u16, bool)>,
     /// Busy passes since `repost` was last flushed (`REPOST_PASSES`).
     repost_age: u32,
     /// Since when a peer has been stuck below its credit floor (`coarse_ms`).
     starved_since: Option<u64>,
+    /// When the shared pool's bank last looked for idle peers (`Bank::sweep_idle`).
+    idle_swept: u64,
     /// Since when a connection we make has waited for free receive buffers.
     pool_wait_since: Option<u64>,
     /// Peers whose first connection was refused (nobody listens yet), with
@@ -692,6 +701,7 @@ impl RdmEp {
             repost: Vec::with_capacity(REPOST_BATCH),
             repost_age: 0,
             starved_since: None,
+            idle_swept: 0,
             pool_wait_since: None,
             redial: Vec::new(),
             timer,

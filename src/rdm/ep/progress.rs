@@ -346,17 +346,24 @@ impl Inner {
         // (and stays busy in the bank).
         let mut k = 0;
         while k < repost.len() {
-            let (_, from, release) = repost[k];
+            let (_, from, release, data) = repost[k];
             let arrival = if k < posted && release == 0 {
                 let run = repost[k..posted].iter().take_while(|r| r.1 == from && r.2 == 0).count();
+                if repost[k..k + run].iter().any(|r| r.3) {
+                    pool.bank.heard(&from);
+                }
                 k += run;
                 pool.bank.recycled_many(&from, run as u32)
-            } else if k < posted {
-                k += 1;
-                pool.bank.recycled(&from, release)
             } else {
+                if data {
+                    pool.bank.heard(&from);
+                }
                 k += 1;
-                pool.bank.arrived(&from, release)
+                if k <= posted {
+                    pool.bank.recycled(&from, release)
+                } else {
+                    pool.bank.arrived(&from, release)
+                }
             };
             check_arrival(&from, arrival);
             // A credit due now is sent by the pass's drain (a peer with

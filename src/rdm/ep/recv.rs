@@ -393,6 +393,9 @@ impl Inner {
         }
         // What the message hands back (a recall's answer), counted with its arrival.
         let mut release = 0u16;
+        // Data (anything but a CREDIT, RDMA writes with data included): the
+        // peer is not idle (`Bank::heard`).
+        let data = !matches!(decoded, Some(Ok(Message::Credit { .. })));
         if imm {
             // fi_writedata from the peer: the data is in place; report its CQ data
             // and (fi_cq(3) of 2.x) how many bytes the write placed. A write split
@@ -459,7 +462,7 @@ impl Inner {
                 // reply it sends at once. Until then the bank sees the
                 // message as still on its way.
                 let batch = REPOST_BATCH.min(pool.buffers() / 8).max(1);
-                net.repost.push((idx, addr, release));
+                net.repost.push((idx, addr, release, data));
                 if net.repost.len() >= batch {
                     // The pass that called us drains after its poll.
                     self.flush_reposts();

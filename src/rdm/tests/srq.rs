@@ -269,6 +269,80 @@ fn an_unanswered_recall_is_renewed_when_the_quota_shrinks() {
     assert!(b.balanced());
 }
 
+/// With many peers and few sending, the idle ones are held to the floor
+/// and the senders share the rest: 64 peers over the default pool, one
+/// sending, get 5 credits each without this; the sender gets the ceiling
+/// with it. An idle peer's message wakes it with the senders' quota.
+#[test]
+fn idle_peers_are_held_to_the_floor_and_woken_by_a_message() {
+    let mut b: Bank<u32> = Bank::shared(384, 128);
+    for k in 0..64 {
+        b.admit(k);
+        // Each answers any recall (keeping its target) at once.
+        for j in 0..=k {
+            let s = b.share_mut(&j).unwrap();
+            if let Some(t) = s.take_recall() {
+                let held = s.out();
+                let release = held.saturating_sub(1 + (t as u32).max(MIN)) as u16;
+                if held > t as u32 {
+                    assert_eq!(b.arrived(&j, release), Arrival::Ok);
+                    b.reposted(Some(&j));
+                }
+            }
+        }
+    }
+    assert_eq!(b.quota(), 381 / 64);
+    assert_eq!(b.sweep_idle(), 0, "every peer was just admitted (seen)");
+    // Peer 0 sends; nobody else does.
+    for _ in 0..3 {
+        b.heard(&0);
+        assert_eq!(b.recycled(&0, 0), Arrival::Ok);
+    }
+    assert_eq!(b.sweep_idle(), 63);
+    assert_eq!(b.idle_peers(), 63);
+    assert_eq!(b.quota(), 128, "(384 - 3 - 63 x 3) / 1, within the ceiling");
+    assert!(b.balanced());
+    // The idle ones are recalled to the floor (those above it); as their
+    // answers come back, peer 0 is served up to its new quota.
+    let mut recalled = 0;
+    for k in 1..64 {
+        let s = b.share_mut(&k).unwrap();
+        if let Some(t) = s.take_recall() {
+            assert_eq!(t as u32, MIN);
+            recalled += 1;
+            let release = s.out().saturating_sub(1 + MIN) as u16;
+            assert_eq!(b.arrived(&k, release), Arrival::Ok);
+            b.reposted(Some(&k));
+        }
+    }
+    assert!(recalled > 0);
+    // The answers were CREDITs, not data: their senders stay idle.
+    assert_eq!(b.idle_peers(), 63);
+    b.heard(&0);
+    assert_eq!(b.recycled(&0, 0), Arrival::Ok);
+    assert_eq!(b.sweep_idle(), 0, "nobody new: peer 0 was heard from");
+    assert_eq!(b.recycled(&0, 0), Arrival::Ok);
+    assert_eq!(b.sweep_idle(), 1, "peer 0 silent for a whole period (a CREDIT-only arrival does not count)");
+    assert_eq!(b.idle_peers(), 64);
+    b.heard(&0);
+    assert_eq!(b.idle_peers(), 63);
+    assert!(b.share(&0).unwrap().promised() > 381 / 64, "the sender's share grew: {}", b.describe());
+    assert!(b.balanced());
+    // A message from idle peer 7 wakes it: two senders share the rest.
+    b.heard(&7);
+    assert_eq!(b.recycled(&7, 0), Arrival::Ok);
+    assert_eq!(b.idle_peers(), 62);
+    assert_eq!(b.quota(), (384 - 3 - 62 * 3) / 2);
+    assert!(b.woken >= 1);
+    assert!(b.balanced());
+    // The per-connection bank of a single peer never idles its peer.
+    let mut one: Bank<u8> = Bank::single(32);
+    one.admit(1);
+    one.sweep_idle();
+    assert_eq!(one.sweep_idle(), 0);
+    assert_eq!(one.quota(), 32);
+}
+
 #[test]
 fn single_bank_is_the_old_per_peer_scheme() {
     let mut b: Bank<u8> = Bank::single(32);
@@ -399,6 +473,13 @@ fn simulate(seed: u64, spokes: usize, pool: u32, max: u16, budget: u64) -> Stats
     loop {
         now += 1;
         assert!(now < max_steps, "seed {seed}: no quiescence after {now} steps (deadlock or livelock)");
+        // Now and then the hub marks the spokes it heard nothing from since
+        // the last time idle (held to the floor, recalled down to it); their
+        // next message wakes them.
+        if r.chance(1, 150) {
+            hub.sweep_idle();
+            assert!(hub.balanced(), "seed {seed}: hub bank unbalanced after an idle sweep");
+        }
         let i = r.below(spokes as u64) as usize;
         let k = i as u8;
         match r.below(12) {
@@ -504,6 +585,9 @@ fn simulate(seed: u64, spokes: usize, pool: u32, max: u16, budget: u64) -> Stats
                 let Some(w) = l.to_hub.pop_front() else { continue };
                 assert!(hub_posted > 0, "seed {seed}: receiver not ready at the hub ({w:?}, free {})", hub.free());
                 hub_posted -= 1;
+                if w.msg.is_some() {
+                    hub.heard(&k);
+                }
                 assert_eq!(hub.arrived(&k, w.release), Arrival::Ok, "seed {seed}: spoke {i} overran its credits");
                 hub_busy.push((now + r.below(max_delay), Some(k)));
                 l.hub_flow.granted(w.grant);
@@ -639,6 +723,8 @@ fn simulate(seed: u64, spokes: usize, pool: u32, max: u16, budget: u64) -> Stats
         }
     }
     st.recalls = hub.recalls;
+    st.idled = hub.idled;
+    st.woken = hub.woken;
     st.grown = (hub.size() > pool) as u64;
     assert!(hub.size() >= pool);
     if pool >= (spokes as u32 + 1) * MIN + MIN {
@@ -654,6 +740,8 @@ struct Stats {
     ghosts: u64,
     recalls: u64,
     grown: u64,
+    idled: u64,
+    woken: u64,
 }
 
 impl std::ops::AddAssign for Stats {
@@ -663,6 +751,8 @@ impl std::ops::AddAssign for Stats {
         self.ghosts += o.ghosts;
         self.recalls += o.recalls;
         self.grown += o.grown;
+        self.idled += o.idled;
+        self.woken += o.woken;
     }
 }
 
@@ -679,6 +769,7 @@ fn sim_many_peers_share_a_small_pool() {
     // The hard cases did happen: a full pool when a peer joined (a zero
     // grant, a deferred connect), recalls, messages of dead connections.
     assert!(st.deferred > 0 && st.zero_grants > 0 && st.recalls > 0 && st.ghosts > 0, "{st:?}");
+    assert!(st.idled > 0 && st.woken > 0, "idle sweeps marked and woke peers: {st:?}");
 }
 
 #[test]
