@@ -123,6 +123,10 @@ static int idle_peers(const char *prov, unsigned long extra, const char *hex)
 		while ((rc = fi_tinject(e, sb, 8, to, 99)) == -FI_EAGAIN)
 			(void)fi_cq_read(xcq, c, 8);
 		CHK(rc);
+		/* progressed while the next ones are opened (each registers its
+		 * receive pool, which takes a while): the connections complete
+		 * meanwhile instead of all waiting for the loop below */
+		(void)fi_cq_read(xcq, c, 8);
 	}
 	for (;;) {
 		ssize_t n = fi_cq_read(xcq, c, 8);
