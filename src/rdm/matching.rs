@@ -295,6 +295,11 @@ struct Posted {
 }
 
 impl Posted {
+    /// Request `req` waiting in the posted queue (`multi`: its multi-receive state).
+    fn new(req: &RecvRequest, multi: Option<Multi>) -> Posted {
+        Posted { handle: req.handle, context: req.context, src: req.src, tag: req.tag, ignore: req.ignore, len: req.len, multi }
+    }
+
     fn accepts(&self, kind: Kind, src: u64, tag: u64) -> bool {
         (self.src == FI_ADDR_UNSPEC || self.src == src) && (kind == Kind::Msg || tag_matches(self.tag, self.ignore, tag))
     }
@@ -488,15 +493,7 @@ impl Matcher {
         if req.flags & (FI_PEEK | FI_CLAIM | FI_DISCARD | FI_MULTI_RECV) != 0 || !q.unexpected.is_empty() {
             return Err(req);
         }
-        q.posted.push_back(Posted {
-            handle: req.handle,
-            context: req.context,
-            src: req.src,
-            tag: req.tag,
-            ignore: req.ignore,
-            len: req.len,
-            multi: None,
-        });
+        q.posted.push_back(Posted::new(&req, None));
         Ok(())
     }
 
@@ -527,15 +524,7 @@ impl Matcher {
             return crate::fail!(FiError::INVAL, "rdm trecv: FI_DISCARD needs FI_PEEK or FI_CLAIM");
         }
 
-        let mut p = Posted {
-            handle: req.handle,
-            context: req.context,
-            src: req.src,
-            tag: req.tag,
-            ignore: req.ignore,
-            len: req.len,
-            multi: multi.then_some(Multi { used: 0, min: self.min_multi_recv, pending_reads: 0 }),
-        };
+        let mut p = Posted::new(&req, multi.then_some(Multi { used: 0, min: self.min_multi_recv, pending_reads: 0 }));
         let q = &mut self.queues[req.kind.idx()];
         let mut actions = Vec::new();
         let mut start = 0;

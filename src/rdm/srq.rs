@@ -25,9 +25,9 @@
 //!   MIN_CREDITS, max_per_peer)`. The shared pool keeps `reserve =
 //!   MIN_CREDITS` out of the quotas, so a newcomer finds a floor's worth free.
 //!   In the shared pool, peers marked **idle** ([`Bank::sweep_idle`]: no
-//!   message for a whole sweep period) are held to the floor instead, and
-//!   the others share `size - reserve - MIN_CREDITS * idle`; a message from
-//!   an idle peer wakes it.
+//!   data message for a whole sweep period) are held to the floor instead, and
+//!   the others share `size - reserve - MIN_CREDITS * idle`; a data message
+//!   from an idle peer wakes it.
 //! * A buffer reposted after a message of peer `p` is given back to `p` if `p`
 //!   is below its quota; else to the first peer waiting below its quota
 //!   (`needy`, first come first served); else it stays free. So a peer above
@@ -73,11 +73,11 @@ pub struct Share {
     threshold: u32,
     /// Queued in `Bank::needy`.
     needy: bool,
-    /// No message from this peer during a whole idle sweep period
+    /// No data message from this peer during a whole idle sweep period
     /// (`Bank::sweep_idle`): its quota is the floor, and the rest of the pool
-    /// goes to the peers that send. Its next message wakes it.
+    /// goes to the peers that send. Its next data message wakes it.
     idle: bool,
-    /// A message arrived since the last idle sweep.
+    /// A data message arrived since the last idle sweep (`Bank::heard`).
     seen: bool,
 }
 
@@ -214,7 +214,8 @@ impl<K: Copy + Eq + Hash> Bank<K> {
     }
 
     /// Called every idle period (the endpoint: every `IDLE_MS`): a peer none
-    /// of whose messages arrived since the last call is marked idle. Its
+    /// of whose data messages arrived since the last call ([`Bank::heard`])
+    /// is marked idle. Its
     /// quota drops to the floor (it is recalled down to it), and the others'
     /// quota grows by what it held. Returns how many were marked.
     pub fn sweep_idle(&mut self) -> u32 {
@@ -246,23 +247,13 @@ impl<K: Copy + Eq + Hash> Bank<K> {
     /// its own pool, is still idle.
     #[inline]
     pub fn heard(&mut self, k: &K) {
-        if let Some(s) = self.shares.get_mut(k) {
-            s.seen = true;
-            if s.idle {
-                self.wake(k);
-            }
-        }
-    }
-
-    #[cold]
-    fn wake(&mut self, k: &K) {
-        if let Some(s) = self.shares.get_mut(k) {
-            if s.idle {
-                s.idle = false;
-                self.n_idle -= 1;
-                self.woken += 1;
-                self.rebalance();
-            }
+        let Some(s) = self.shares.get_mut(k) else { return };
+        s.seen = true;
+        if s.idle {
+            s.idle = false;
+            self.n_idle -= 1;
+            self.woken += 1;
+            self.rebalance();
         }
     }
 

@@ -21,6 +21,22 @@ fn delivered(a: &Action) -> &Delivery {
     }
 }
 
+/// A random plain receive for the differential tests: tagged or not (tags
+/// 0..4, sometimes ignoring bit 0), sometimes directed (sources 0..3).
+fn random_recv(rng: &mut Rng, handle: u64, step: u64) -> RecvRequest {
+    let len = 1 + rng.below(64) as usize;
+    let req = if rng.below(2) == 0 {
+        RecvRequest::msg(handle, step, len)
+    } else {
+        RecvRequest::tagged(handle, step, len, rng.below(4), if rng.below(3) == 0 { 1 } else { 0 })
+    };
+    if rng.below(4) == 0 {
+        req.from(rng.below(3))
+    } else {
+        req
+    }
+}
+
 /// `take_head` is `arrive`'s answer whenever it answers, and changes
 /// nothing when it does not: two matchers given the same random posts and
 /// arrivals, one trying `take_head` first, never differ.
@@ -34,15 +50,7 @@ fn take_head_is_arrive_when_it_answers() {
         let r = rng.below(10);
         if r < 5 {
             // A receive: tagged or not, sometimes directed, sometimes multi-receive.
-            let len = 1 + rng.below(64) as usize;
-            let mut req = if rng.below(2) == 0 {
-                RecvRequest::msg(handle, step, len)
-            } else {
-                RecvRequest::tagged(handle, step, len, rng.below(4), if rng.below(3) == 0 { 1 } else { 0 })
-            };
-            if rng.below(4) == 0 {
-                req = req.from(rng.below(3));
-            }
+            let mut req = random_recv(&mut rng, handle, step);
             if req.kind == Kind::Msg && rng.below(5) == 0 {
                 req = req.with_flags(FI_MULTI_RECV);
             }
@@ -85,15 +93,7 @@ fn post_plain_is_post_when_it_takes() {
     let (mut fast, mut slow) = (0, 0);
     for step in 0..20_000u64 {
         if rng.below(2) == 0 {
-            let len = 1 + rng.below(64) as usize;
-            let mut req = if rng.below(2) == 0 {
-                RecvRequest::msg(handle, step, len)
-            } else {
-                RecvRequest::tagged(handle, step, len, rng.below(4), if rng.below(3) == 0 { 1 } else { 0 })
-            };
-            if rng.below(4) == 0 {
-                req = req.from(rng.below(3));
-            }
+            let mut req = random_recv(&mut rng, handle, step);
             match (req.kind, rng.below(8)) {
                 (Kind::Msg, 0) => req = req.with_flags(FI_MULTI_RECV),
                 (Kind::Tagged, 0) => req = req.with_flags(FI_PEEK),
