@@ -159,6 +159,12 @@ impl<K: Eq + Hash + Copy, V> HintMap<K, V> {
     pub fn values_mut(&mut self) -> impl Iterator<Item = &mut V> {
         self.slots.iter_mut().map(|(_, v)| v)
     }
+
+    /// The value in slot `i` (`0..len()`, in no particular order, which a
+    /// removal changes): for walks that visit a few entries at a time.
+    pub fn at_mut(&mut self, i: usize) -> Option<&mut V> {
+        self.slots.get_mut(i).map(|(_, v)| v)
+    }
 }
 
 impl<K: Eq + Hash + Copy, V, Q: Eq + Hash + ?Sized> std::ops::Index<&Q> for HintMap<K, V>

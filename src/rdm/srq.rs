@@ -141,8 +141,9 @@ pub struct Bank<K: Copy + Eq + Hash> {
     reserve: u32,
     shares: HintMap<K, Share>,
     needy: VecDeque<K>,
-    /// Peers `serve_needy` gave credits to since `take_served`: their
-    /// credits may be due without a message of theirs having arrived.
+    /// Peers `serve_needy` gave credits to, and peers `rebalance` recalled,
+    /// since `take_served`: a CREDIT may be due to them without a message of
+    /// theirs having arrived.
     served: Vec<K>,
     /// Recalls sent (statistics, tests).
     pub recalls: u64,
@@ -352,7 +353,18 @@ impl<K: Copy + Eq + Hash> Bank<K> {
     /// gets enough owed credits for a CREDIT to go out (its threshold, at
     /// least the floor). 0 when no peer is stuck.
     pub fn stuck_need(&self) -> u32 {
-        self.shares.values().filter(|s| self.is_stuck(s)).map(|s| s.threshold.max(MIN).saturating_sub(s.owed)).sum()
+        // Only needy peers can be stuck, and only while nothing is free: the
+        // endpoint asks on every tick of its clock, which must not cost a
+        // walk over every peer.
+        if self.free != 0 {
+            return 0;
+        }
+        self.needy
+            .iter()
+            .filter_map(|k| self.shares.get(k))
+            .filter(|s| self.is_stuck(s))
+            .map(|s| s.threshold.max(MIN).saturating_sub(s.owed))
+            .sum()
     }
 
     /// `n` buffers were added to the pool for the stuck peers (`n` from
@@ -562,7 +574,13 @@ impl<K: Copy + Eq + Hash> Bank<K> {
         self.serve_needy();
     }
 
-    /// Moves the peers `serve_needy` gave credits to (since the last call) to `out`.
+    /// Whether anyone was served or recalled since `take_served`.
+    #[inline]
+    pub fn has_served(&self) -> bool {
+        !self.served.is_empty()
+    }
+
+    /// Moves the peers served or recalled since the last call to `out`.
     pub fn take_served(&mut self, out: &mut Vec<K>) {
         out.append(&mut self.served);
     }
@@ -609,6 +627,9 @@ impl<K: Copy + Eq + Hash> Bank<K> {
                     s.recall = Some(q.min(u16::MAX as u32) as u16);
                     s.recalled = Some(q);
                     self.recalls += 1;
+                    // The recall goes out with a CREDIT: listed for the
+                    // endpoint's next drain (no walk finds it otherwise).
+                    self.served.push(*k);
                 }
             } else if p < q && !s.needy {
                 s.needy = true;

@@ -192,6 +192,15 @@ impl Net {
         self.grow_pool(n.max(8 * super::super::proto::MIN_CREDITS as u32), "for a new peer's floor", Grow::Quotas)
     }
 
+    /// A pass that reads the clock (`now`): what is checked once per tick.
+    #[inline(never)]
+    pub(super) fn tick(&mut self, now: u64) {
+        if now != self.cm_checked {
+            self.check_starved(now);
+        }
+        self.cm_checked = now;
+    }
+
     /// A peer stuck without credits for STARVE_MS while the others hold the
     /// pool (and are not progressed to answer recalls): add buffers for it
     /// alone rather than wait on them. Checked once per coarse-clock tick.
@@ -234,7 +243,9 @@ impl Net {
         // grant (Bank::can_admit). When the other peers hold the pool and are
         // not progressed, the recalls that would free it are never answered:
         // after STARVE_MS, add the floors it needs, kept free for it.
-        let waiting = self.conns.values().filter(|c| c.stage == Stage::WaitPool).count() as u32;
+        // A connection waiting for the pool is not up, so the endpoint is
+        // settling: otherwise no walk over the connections (every tick).
+        let waiting = if self.settling { self.conns.values().filter(|c| c.stage == Stage::WaitPool).count() as u32 } else { 0 };
         if waiting == 0 || self.can_connect() {
             self.pool_wait_since = None;
             return;

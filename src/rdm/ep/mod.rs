@@ -87,6 +87,9 @@ const REPOST_BATCH: usize = 16;
 /// Busy progress passes (each found a completion) a consumed shared-pool
 /// buffer may wait for its repost before the next pass posts it anyway.
 const REPOST_PASSES: u32 = 16;
+/// Peers a tick of the coarse clock visits in turn besides the `pending`
+/// ones (`Inner::drain_all`), whatever their number.
+const SWEEP_PEERS: usize = 4;
 /// Progress passes after one that found completions that take the time
 /// of the last clock reading instead of reading the clock again.
 const CLOCK_SKIPS: u32 = 15;
@@ -243,13 +246,16 @@ struct Net {
     /// whose credits may have become due (buffers of theirs reposted, credits
     /// the bank served them), peers work was queued for outside a drain. A
     /// full walk over every peer runs instead when an operation asked for
-    /// progress (`dirty`), on connection events and on every tick of the
-    /// coarse clock; otherwise a pass costs the peers listed here, not every
-    /// peer of the endpoint.
+    /// progress (`dirty`), on connection events, while connections are set
+    /// up and before a waiter sleeps; a tick of the coarse clock adds
+    /// `SWEEP_PEERS` peers in turn (`sweep_at`). Otherwise a pass costs the
+    /// peers listed here, not every peer of the endpoint.
     pending: Vec<SocketAddr>,
     /// `pending`'s twin: the list a partial drain walks while it lists
     /// peers again (the two swap, so neither allocates once grown).
     pending_walk: Vec<SocketAddr>,
+    /// Where the next tick's sweep (`SWEEP_PEERS`) starts in `peers`.
+    sweep_at: usize,
     /// Shared-pool buffers whose message is consumed, to post again and
     /// count in the bank (with the peer whose message each held, and the
     /// credits the message released), by the batch: when
@@ -698,6 +704,7 @@ impl RdmEp {
             settling: false,
             pending: Vec::new(),
             pending_walk: Vec::new(),
+            sweep_at: 0,
             repost: Vec::with_capacity(REPOST_BATCH),
             repost_age: 0,
             starved_since: None,

@@ -122,54 +122,71 @@ impl Inner {
         };
         let cm_due = force_cm || settling || now != net.cm_checked;
         if cm_due {
-            if now != net.cm_checked {
-                net.check_starved(now);
-            }
-            net.cm_checked = now;
+            net.tick(now);
         }
         let mut any = self.poll_cq();
+        let Some(net) = self.net.as_mut() else { return any };
         if any {
-            if let Some(net) = self.net.as_mut() {
-                net.clock_skips = CLOCK_SKIPS;
-            }
+            net.clock_skips = CLOCK_SKIPS;
         }
-        if let Some(net) = self.net.as_mut().filter(|n| !n.repost.is_empty()) {
+        if !net.repost.is_empty() {
             if any {
                 net.repost_age += 1;
             } else {
                 flushed |= self.flush_reposts();
             }
         }
+        let mut full = false;
         if cm_due {
-            any |= self.cm_events(ctx);
+            // Connection events, timers and set-up; true: walk every peer.
+            let (got, walk) = self.on_tick(ctx, now, force_cm, settling);
+            any |= got;
+            full = walk;
         }
         let Some(net) = &mut self.net else { return any };
+        // After completions and reposts, the peers they concern and those
+        // left with work (`pending`) are drained. An operation's request for
+        // progress, connection events, set-up and a pass before sleeping
+        // (`arm`) walk every peer. A tick of the clock alone adds a few
+        // peers in turn (`SWEEP_PEERS`): a safety net for the `pending`
+        // listing that costs the same with 2 peers or 2,000.
+        full |= net.dirty;
+        let sweep = if cm_due && !full { SWEEP_PEERS } else { 0 };
+        if any || flushed || full || sweep > 0 {
+            net.dirty = false;
+            self.drain_all(full, sweep);
+            if let Some(net) = self.net.as_mut().filter(|n| n.settling) {
+                net.settling = net.any_settling();
+            }
+        }
+        any
+    }
+
+    /// The part of a progress pass that runs once per tick of the coarse
+    /// clock (and on every pass while connections are set up, or before a
+    /// waiter sleeps): the rdma-cm channel, failed connections' graves, the
+    /// connections to dial again, those waiting for the pool. Returns
+    /// whether connection events came, and whether the pass must walk every
+    /// peer (connection events, set-up, `force_cm`). Out of line: a busy
+    /// stream's passes skip it.
+    #[inline(never)]
+    fn on_tick(&mut self, ctx: &Ctx, now: u64, force_cm: bool, settling: bool) -> (bool, bool) {
+        let got = self.cm_events(ctx);
+        let Some(net) = &mut self.net else { return (got, false) };
         if !net.graves.is_empty() {
             net.expire_graves(now);
         }
         if !net.redial.is_empty() {
             self.redial_due(now);
         }
-        let Some(net) = &mut self.net else { return any };
+        let Some(net) = &mut self.net else { return (got, false) };
         if settling {
             let waiting: Vec<u32> = net.conns.iter().filter(|(_, c)| c.stage == Stage::WaitPool).map(|(k, _)| *k).collect();
             for c in waiting {
                 self.start_connect(ctx, c);
             }
         }
-        let Some(net) = &mut self.net else { return any };
-        // After completions and reposts, the peers they concern and those
-        // left with work (`pending`) are drained; an operation's request for
-        // progress, connection events and the clock's tick walk every peer.
-        let full = cm_due || net.dirty;
-        if any || flushed || full {
-            net.dirty = false;
-            self.drain_all(full);
-            if let Some(net) = self.net.as_mut().filter(|n| n.settling) {
-                net.settling = net.any_settling();
-            }
-        }
-        any
+        (got, force_cm || settling || got)
     }
 
     pub(super) fn poll_cq(&mut self) -> bool {

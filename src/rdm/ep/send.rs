@@ -374,11 +374,16 @@ impl Inner {
     /// Sends what flow control and the send queues allow: for every peer
     /// (`full`), or for the peers listed in `Net::pending`. Either way the
     /// peers left with work (or a credit due) are listed again.
-    pub(super) fn drain_all(&mut self, full: bool) {
+    pub(super) fn drain_all(&mut self, full: bool, sweep: usize) {
         let quiet = self.cntrs.send.is_none();
         let Some(net) = &mut self.net else { return };
+        // A pass with completions and nothing listed (most passes of a busy
+        // stream): nothing to visit.
+        if !full && sweep == 0 && net.pending.is_empty() && net.rx.as_ref().map_or(true, |p| !p.bank.has_served()) {
+            return;
+        }
         let mut failed = Vec::new();
-        let Net { peers, conns, geo, send, rx, pd, mrc, rndv_sends, pending, pending_walk, .. } = net;
+        let Net { peers, conns, geo, send, rx, pd, mrc, rndv_sends, pending, pending_walk, sweep_at, .. } = net;
         // Peers the shared pool's bank gave credits to meanwhile.
         let mut served = Vec::new();
         if let Some(p) = rx.as_mut() {
@@ -420,6 +425,23 @@ impl Inner {
                 }
             }
             pending_walk.clear();
+            // The tick's sweep: the next `sweep` peers in turn, each drained
+            // if it is left with work or a credit due (a peer listed in
+            // `pending` meanwhile waits for the next pass).
+            let n = peers.len();
+            for _ in 0..sweep.min(n) {
+                if *sweep_at >= n {
+                    *sweep_at = 0;
+                }
+                let Some(peer) = peers.at_mut(*sweep_at) else { break };
+                *sweep_at += 1;
+                if peer.pending || !peer.ready || !Self::busy(peer, rx) {
+                    continue;
+                }
+                if let Err(f) = Self::drain_listing(peer, rx, conns, geo, send, quiet, &mut out, pending) {
+                    failed.push(f);
+                }
+            }
         }
         for (d, e) in out.done {
             self.tx_done(d, e);
