@@ -802,6 +802,7 @@ impl RdmEp {
 
 
 impl Inner {
+    #[inline]
     fn ready(&self) -> FiResult<()> {
         if self.closed {
             return crate::fail!(FiError::OPBADSTATE, "endpoint closed");
@@ -814,6 +815,7 @@ impl Inner {
 
     /// The peer address of an fi_addr. The last answer is kept while the AV
     /// does not change (a stream of sends to one peer takes no AV lock).
+    #[inline]
     fn lookup(&mut self, fi_addr: u64) -> FiResult<SocketAddr> {
         let av = self.av.as_ref().expect("enabled endpoints have an AV");
         // Read before the lookup: a change racing with it makes the cache stale, never wrong.
@@ -823,6 +825,13 @@ impl Inner {
                 return Ok(sa);
             }
         }
+        self.lookup_av(fi_addr, g)
+    }
+
+    /// `lookup` past its cache: the AV itself (`g`: its generation, read first).
+    #[inline(never)]
+    fn lookup_av(&mut self, fi_addr: u64, g: u64) -> FiResult<SocketAddr> {
+        let av = self.av.as_ref().expect("enabled endpoints have an AV");
         match av.lookup(fi_addr) {
             Some(a) => {
                 self.last_dest = Some((g, fi_addr, a));
