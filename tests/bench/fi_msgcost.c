@@ -7,7 +7,7 @@
  * an inject, and the polls until the receive completes — both ends of a
  * message, through the public libfabric API only (any RDM provider).
  *
- *   fi_msgcost [-p PROV] [-t] [-n ITERS] [-s SIZE] [-r ROUNDS] [-P POLLS] [-c PEERS]
+ *   fi_msgcost [-p PROV] [-t] [-n ITERS] [-s SIZE] [-r ROUNDS] [-P POLLS] [-c PEERS] [-w MS]
  *   fi_msgcost -p PROV -c PEERS -I HEXADDR     (the idle peers: internal)
  *
  * -P: empty polls timed per round (default 10 x ITERS; 0: none).
@@ -19,6 +19,10 @@
  *     reads their CQ every millisecond: idle, as a server's other clients
  *     are, but progressing, so they answer what the provider asks of them
  *     (credit recalls).  It is killed after the last round.
+ * -w: after the idle peers connected, keep polling (no messages) for MS
+ *     milliseconds before the first message: the peers have then been idle
+ *     that long, as a server's idle clients are (rsverbs tells idle peers
+ *     from senders after 250-500 ms without data; default 0).
  *
  * Under callgrind the counts start after the first round's warm-up
  * (CALLGRIND_ZERO_STATS, when <valgrind/callgrind.h> is there): connection
@@ -142,10 +146,10 @@ int main(int argc, char **argv)
 {
 	const char *prov = "verbs";
 	bool tagged = false;
-	unsigned long iters = 20000, size = 8, rounds = 1, polls = (unsigned long)-1, extra = 0;
+	unsigned long iters = 20000, size = 8, rounds = 1, polls = (unsigned long)-1, extra = 0, settle_ms = 0;
 	const char *idle_hex = NULL;
 	int o;
-	while ((o = getopt(argc, argv, "p:tn:s:r:P:c:I:")) != -1) {
+	while ((o = getopt(argc, argv, "p:tn:s:r:P:c:I:w:")) != -1) {
 		switch (o) {
 		case 'p': prov = optarg; break;
 		case 't': tagged = true; break;
@@ -155,8 +159,9 @@ int main(int argc, char **argv)
 		case 'P': polls = strtoul(optarg, NULL, 0); break;
 		case 'c': extra = strtoul(optarg, NULL, 0); break;
 		case 'I': idle_hex = optarg; break;
+		case 'w': settle_ms = strtoul(optarg, NULL, 0); break;
 		default:
-			fprintf(stderr, "usage: fi_msgcost [-p PROV] [-t] [-n ITERS] [-s SIZE] [-r ROUNDS] [-P POLLS] [-c PEERS]\n");
+			fprintf(stderr, "usage: fi_msgcost [-p PROV] [-t] [-n ITERS] [-s SIZE] [-r ROUNDS] [-P POLLS] [-c PEERS] [-w MS]\n");
 			return 2;
 		}
 	}
@@ -250,6 +255,17 @@ int main(int argc, char **argv)
 			}
 		}
 		free(xctx);
+		/* the peers stay idle for settle_ms, the measured endpoint polled */
+		uint64_t until = now_ns() + settle_ms * 1000000ull;
+		while (now_ns() < until) {
+			struct fi_cq_tagged_entry c[8];
+			ssize_t n = fi_cq_read(rxcq, c, 8);
+			if (n < 0 && n != -FI_EAGAIN) {
+				fprintf(stderr, "fi_msgcost: fi_cq_read(rx) while the peers idle = %zd\n", n);
+				return 1;
+			}
+			(void)fi_cq_read(txcq, c, 8);
+		}
 	}
 	uint64_t *t = calloc(iters, sizeof(*t));
 	unsigned long warm = iters / 10 + 10;
