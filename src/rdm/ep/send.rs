@@ -426,8 +426,9 @@ impl Inner {
             }
             pending_walk.clear();
             // The tick's sweep: the next `sweep` peers in turn, each drained
-            // if it is left with work or a credit due (a peer listed in
-            // `pending` meanwhile waits for the next pass).
+            // if it is left with work or a credit due (`drain_with_share`
+            // looks; a peer listed in `pending` meanwhile waits for the next
+            // pass).
             let n = peers.len();
             for _ in 0..sweep.min(n) {
                 if *sweep_at >= n {
@@ -435,7 +436,7 @@ impl Inner {
                 }
                 let Some(peer) = peers.at_mut(*sweep_at) else { break };
                 *sweep_at += 1;
-                if peer.pending || !peer.ready || !Self::busy(peer, rx) {
+                if peer.pending || !peer.ready {
                     continue;
                 }
                 if let Err(f) = Self::drain_listing(peer, rx, conns, geo, send, quiet, &mut out, pending) {

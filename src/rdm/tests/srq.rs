@@ -298,12 +298,13 @@ fn idle_peers_are_held_to_the_floor_and_woken_by_a_message() {
         b.heard(&0);
         assert_eq!(b.recycled(&0, 0), Arrival::Ok);
     }
-    let mut listed = Vec::new();
-    b.take_served(&mut listed);
+    let mut earlier = Vec::new();
+    b.take_served(&mut earlier);
     assert_eq!(b.sweep_idle(), 63);
     assert_eq!(b.idle_peers(), 63);
     // Each peer recalled by the sweep is listed for the endpoint's next
     // drain: no walk over every peer looks for recalls to send.
+    let mut listed = Vec::new();
     b.take_served(&mut listed);
     let recalled_now: Vec<u32> = (1..64).filter(|k| b.shares.get(k).is_some_and(|s| s.recall.is_some())).collect();
     assert!(!recalled_now.is_empty());
