@@ -138,6 +138,7 @@ unsafe fn write_completion(format: u32, buf: *mut c_void, i: usize, c: &Completi
     }
 }
 
+#[inline(always)]
 unsafe fn read_common(cq: *mut fid_cq, buf: *mut c_void, count: usize, src: *mut fi_addr_t, timeout: Option<c_int>) -> FiResult<isize> {
     // SAFETY: cq is a fid per the API.
     let o = unsafe { obj::<CqObj>(cq as *const fid) }?;
