@@ -230,6 +230,7 @@ pub unsafe extern "C" fn ep_open2(domain: *mut fid_domain, info: *mut fi_info, o
     guard("fi_endpoint2", || unsafe { ep_common(domain, info, out, flags, context) })
 }
 
+#[inline(always)]
 unsafe fn ep<'a>(p: *mut fid_ep) -> FiResult<&'a EpObj> {
     // SAFETY: p is a fid per the API.
     unsafe { obj::<EpObj>(p as *const fid) }
@@ -523,6 +524,7 @@ impl<const N: usize> Bufs<N> {
 /// # Safety
 /// `desc` must be NULL or hold `bufs.len()` descriptors; the buffers must stay
 /// valid for the operation (fi_msg(3)); for injects, readable now.
+#[inline(always)]
 pub(crate) unsafe fn bufs<const N: usize>(bufs: &[(u64, usize)], desc: Option<*mut *mut c_void>) -> FiResult<Bufs<N>> {
     // SAFETY: the caller's contract.
     unsafe { bufs_dir(bufs, desc, false) }
@@ -530,6 +532,7 @@ pub(crate) unsafe fn bufs<const N: usize>(bufs: &[(u64, usize)], desc: Option<*m
 
 /// # Safety
 /// As [`bufs`]. `rx`: a receive's buffers (a NULL one counts as empty, `ep::sge`).
+#[inline(always)]
 pub(crate) unsafe fn bufs_dir<const N: usize>(bufs: &[(u64, usize)], desc: Option<*mut *mut c_void>, rx: bool) -> FiResult<Bufs<N>> {
     if bufs.len() > N {
         return crate::fail!(FiError::INVAL, "{} iovs exceed the limit of {N}", bufs.len());
@@ -575,6 +578,7 @@ const MSG_TX_FLAGS: u64 = FI_COMPLETION
 pub(crate) const MSG_RX_FLAGS: u64 = FI_COMPLETION | FI_MORE;
 
 #[allow(clippy::too_many_arguments)]
+#[inline(always)]
 unsafe fn do_send<const N: usize>(
     e: *mut fid_ep,
     b: &[(u64, usize)],
@@ -663,6 +667,7 @@ unsafe extern "C" fn ep_injectdata(e: *mut fid_ep, buf: *const c_void, len: usiz
 }
 
 /// `flags`: None for the endpoint's default op flags.
+#[inline(always)]
 unsafe fn do_recv<const N: usize>(e: *mut fid_ep, b: &[(u64, usize)], desc: Option<*mut *mut c_void>, ctx: *mut c_void, flags: Option<u64>) -> FiResult<isize> {
     // SAFETY: e is a fid per the API.
     let o = unsafe { ep(e) }?;

@@ -130,6 +130,7 @@ pub unsafe fn open(d: &DomainObj, info: &Info, out: *mut *mut fid_ep, context: *
     Ok(0)
 }
 
+#[inline(always)]
 pub(crate) unsafe fn ep<'a>(p: *mut fid_ep) -> FiResult<&'a RdmEpObj> {
     // SAFETY: p is a fid per the API.
     unsafe { obj::<RdmEpObj>(p as *const fid) }
@@ -276,6 +277,7 @@ const TRX_FLAGS: u64 = FI_COMPLETION | FI_MORE | FI_PEEK | FI_CLAIM | FI_DISCARD
 
 /// One send, from any of the msg/tagged entry points.
 #[allow(clippy::too_many_arguments)]
+#[inline(always)]
 unsafe fn do_send<const N: usize>(
     e: *mut fid_ep,
     b: &[(u64, usize)],
@@ -311,6 +313,7 @@ unsafe fn do_send<const N: usize>(
     Ok(0)
 }
 
+#[inline(always)]
 unsafe fn do_recv<const N: usize>(
     e: *mut fid_ep,
     b: &[(u64, usize)],

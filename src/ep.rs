@@ -644,6 +644,7 @@ impl MsgEp {
     /// Posts a send-queue operation. `iov` carries the local buffers (already
     /// checked and keyed), `flags` the libfabric op flags in force.
     #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
     pub fn post_tx(
         &self,
         op: SendOp,
@@ -724,6 +725,7 @@ impl MsgEp {
     /// reports the operation, once, with the first piece's error if one
     /// failed. `fi_writedata`: the last request carries the data.
     #[allow(clippy::too_many_arguments)]
+    #[inline(never)]
     fn post_split(
         &self,
         p: &Path,
@@ -800,6 +802,7 @@ impl MsgEp {
     }
 
     /// Posts a receive.
+    #[inline(always)]
     pub fn post_rx(&self, iov: &[Iov], descs_ok: bool, ctx: u64, flags: u64) -> FiResult<()> {
         let (p, qp) = self.path()?;
         if self.state() == EpState::Shutdown {

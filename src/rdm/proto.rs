@@ -219,12 +219,15 @@ struct Header {
     len: u64,
 }
 
+#[inline(always)]
 fn rd16(b: &[u8], o: usize) -> u16 {
     u16::from_le_bytes([b[o], b[o + 1]])
 }
+#[inline(always)]
 fn rd32(b: &[u8], o: usize) -> u32 {
     u32::from_le_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]])
 }
+#[inline(always)]
 fn rd64(b: &[u8], o: usize) -> u64 {
     let mut a = [0u8; 8];
     a.copy_from_slice(&b[o..o + 8]);
@@ -235,8 +238,10 @@ fn wr(b: &mut [u8], o: usize, v: &[u8]) {
 }
 
 impl Header {
-    /// `b` must hold at least HEADER_LEN bytes (checked by the caller).
-    fn read(b: &[u8]) -> Header {
+    /// A fixed-size array: the offsets are constants, so the reads need no
+    /// bounds checks (this runs for every arrival).
+    #[inline(always)]
+    fn read(b: &[u8; HEADER_LEN]) -> Header {
         Header {
             version: b[O_VERSION],
             op: b[O_OP],
@@ -347,7 +352,10 @@ pub fn decode(buf: &[u8]) -> Result<Message<'_>, ProtoError> {
     if buf.len() < HEADER_LEN {
         return Err(ProtoError::Short { need: HEADER_LEN, got: buf.len() });
     }
-    let h = Header::read(buf);
+    let Some(hb) = buf.first_chunk::<HEADER_LEN>() else {
+        return Err(ProtoError::Short { need: HEADER_LEN, got: buf.len() });
+    };
+    let h = Header::read(hb);
     if h.version != VERSION {
         return Err(ProtoError::Version(h.version));
     }

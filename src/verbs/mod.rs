@@ -30,6 +30,7 @@ pub(crate) fn errno() -> Errno {
 }
 
 /// Maps a verbs return code (0, -errno or errno, with errno set) to a Result.
+#[inline(always)]
 pub(crate) fn check(ret: i32) -> Result<(), Errno> {
     match ret {
         0 => Ok(()),
@@ -447,6 +448,11 @@ impl Wc {
     pub fn qp_num(&self) -> u32 {
         self.0.qp_num
     }
+    /// The completion carries immediate data.
+    #[inline]
+    pub fn has_imm(&self) -> bool {
+        self.0.wc_flags & ffi::ibv_wc_flags::IBV_WC_WITH_IMM.0 != 0
+    }
     /// Immediate data in host order, if the completion carries any.
     pub fn imm_data(&self) -> Option<u32> {
         if self.0.wc_flags & ffi::ibv_wc_flags::IBV_WC_WITH_IMM.0 != 0 {
@@ -655,6 +661,7 @@ impl Qp {
     }
 
     /// Posts one send-queue work request. `Err(ENOMEM)` means the queue is full.
+    #[inline(always)]
     pub fn post_send(&self, wr_id: u64, op: SendOp, sges: &[Iov], flags: u32) -> Result<(), Errno> {
         use ffi::ibv_wr_opcode as o;
         // SAFETY: ibv_send_wr is POD (integers, pointers, unions of those); zero is valid.
@@ -698,6 +705,7 @@ impl Qp {
     }
 
     /// Posts one receive work request. `Err(ENOMEM)` means the queue is full.
+    #[inline(always)]
     pub fn post_recv(&self, wr_id: u64, sges: &[Iov]) -> Result<(), Errno> {
         let mut wr = recv_wr(wr_id, sges);
         let mut bad: *mut ffi::ibv_recv_wr = std::ptr::null_mut();
@@ -779,6 +787,7 @@ impl Pd {
 
 impl Srq {
     /// Posts one receive work request. `Err(ENOMEM)` means the queue is full.
+    #[inline(always)]
     pub fn post_recv(&self, wr_id: u64, sges: &[Iov]) -> Result<(), Errno> {
         let mut wr = recv_wr(wr_id, sges);
         let mut bad: *mut ffi::ibv_recv_wr = std::ptr::null_mut();
