@@ -430,6 +430,21 @@ impl Wc {
         // SAFETY: ibv_wc is POD (integers and a union of integers); zero is valid.
         Wc(unsafe { std::mem::zeroed() })
     }
+    /// A completion with these fields (tests of what reads them).
+    #[cfg(test)]
+    pub fn for_test(wr_id: u64, status: u32, opcode: u32, qp_num: u32, byte_len: u32, imm: Option<u32>) -> Wc {
+        let mut w = Wc::zeroed();
+        w.0.wr_id = wr_id;
+        w.0.status = status;
+        w.0.opcode = opcode;
+        w.0.qp_num = qp_num;
+        w.0.byte_len = byte_len;
+        if let Some(v) = imm {
+            w.0.wc_flags |= ffi::ibv_wc_flags::IBV_WC_WITH_IMM.0;
+            w.0.imm_data_invalidated_rkey_union.imm_data = v.to_be();
+        }
+        w
+    }
     pub fn wr_id(&self) -> u64 {
         self.0.wr_id
     }
