@@ -1301,35 +1301,32 @@ mod tests {
                     for opcode in [wc_opcode::SEND, wc_opcode::RECV, wc_opcode::RECV_RDMA_WITH_IMM] {
                         for imm in [None, Some(0xabcd)] {
                             for wc_qp in [qpn, other] {
-                                    let ctx = if batch { 3 } else { 0x1234 };
-                                    let raw = WrId { kind, ctx, indirect, silent, batch }.encode();
-                                    let wc = Wc::for_test(raw, status, opcode, wc_qp, 8, imm);
-                                    let run = |fast: bool| {
-                                        let q = mk();
-                                        let qps: QpTable = RwLock::new(HashMap::default());
-                                        qps.write().insert(qpn, q.clone());
-                                        qps.write().insert(other, mk());
-                                        let mut st = State::default();
-                                        st.stash.push(Some(0x5678)); // index 0x1234 is not there: resolves to 0
-                                        let mut cache = Some((qpn, q.clone()));
-                                        let t = if fast {
-                                            Cq::translate_with(&qps, &mut st, &mut cache, &wc)
-                                        } else {
-                                            Cq::translate_slow(&qps, &mut st, &mut cache, &wc)
-                                        };
-                                        let credits: Vec<(usize, usize)> = qps
-                                            .read()
-                                            .values()
-                                            .map(|c| (c.tx.load(Ordering::Relaxed), c.rx.load(Ordering::Relaxed)))
-                                            .collect::<std::collections::BTreeSet<_>>()
-                                            .into_iter()
-                                            .collect();
-                                        let queued: Vec<_> = st.queue.iter().map(|e| e.as_ref().map(|c| *c).map_err(|e| (e.op_context, e.err))).collect();
-                                        (t, credits, queued, cache.map(|(n, _)| n))
+                                let ctx = if batch { 3 } else { 0x1234 };
+                                let raw = WrId { kind, ctx, indirect, silent, batch }.encode();
+                                let wc = Wc::for_test(raw, status, opcode, wc_qp, 8, imm);
+                                let run = |fast: bool| {
+                                    let q = mk();
+                                    let qps: QpTable = RwLock::new(HashMap::default());
+                                    qps.write().insert(qpn, q.clone());
+                                    qps.write().insert(other, mk());
+                                    let mut st = State::default();
+                                    st.stash.push(Some(0x5678)); // index 0x1234 is not there: resolves to 0
+                                    let mut cache = Some((qpn, q.clone()));
+                                    let t = if fast {
+                                        Cq::translate_with(&qps, &mut st, &mut cache, &wc)
+                                    } else {
+                                        Cq::translate_slow(&qps, &mut st, &mut cache, &wc)
                                     };
-                                    let fast = run(true);
-                                    let slow = run(false);
-                                    assert_eq!(fast, slow, "{kind:?} indirect={indirect} silent={silent} batch={batch} status={status} opcode={opcode} imm={imm:?} qp={wc_qp}");
+                                    let credits = [qpn, other].map(|n| {
+                                        let t = qps.read();
+                                        (t[&n].tx.load(Ordering::Relaxed), t[&n].rx.load(Ordering::Relaxed))
+                                    });
+                                    let queued: Vec<_> = st.queue.iter().map(|e| e.as_ref().map(|c| *c).map_err(|e| (e.op_context, e.err))).collect();
+                                    (t, credits, queued, cache.map(|(n, _)| n))
+                                };
+                                let fast = run(true);
+                                let slow = run(false);
+                                assert_eq!(fast, slow, "{kind:?} indirect={indirect} silent={silent} batch={batch} status={status} opcode={opcode} imm={imm:?} qp={wc_qp}");
                             }
                         }
                     }
