@@ -349,9 +349,6 @@ fn check_segs(segs: &[Segment], len: u64) -> Result<(), ProtoError> {
 
 /// Decodes one message (all the bytes one receive completion reported).
 pub fn decode(buf: &[u8]) -> Result<Message<'_>, ProtoError> {
-    if buf.len() < HEADER_LEN {
-        return Err(ProtoError::Short { need: HEADER_LEN, got: buf.len() });
-    }
     let Some(hb) = buf.first_chunk::<HEADER_LEN>() else {
         return Err(ProtoError::Short { need: HEADER_LEN, got: buf.len() });
     };

@@ -470,7 +470,7 @@ impl Wc {
     }
     /// Immediate data in host order, if the completion carries any.
     pub fn imm_data(&self) -> Option<u32> {
-        if self.0.wc_flags & ffi::ibv_wc_flags::IBV_WC_WITH_IMM.0 != 0 {
+        if self.has_imm() {
             // SAFETY: WITH_IMM says the union holds imm_data.
             Some(u32::from_be(unsafe { self.0.imm_data_invalidated_rkey_union.imm_data }))
         } else {
