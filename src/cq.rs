@@ -972,11 +972,30 @@ impl Cq {
         let mut st = self.lock_state();
         // What is queued first, up to the first error entry.
         let mut n = if st.queue.is_empty() { 0 } else { st.pop_ready(max, out) };
+        // Then the verbs CQ, if any QP completes on it (not for a CQ of RDM
+        // endpoints only, whose entries all come from their progress).
+        if self.used.load(std::sync::atomic::Ordering::Acquire) && n < max && st.queue.is_empty() {
+            n = self.read_verbs(&mut st, n, max, out)?;
+        }
+        if n > 0 {
+            Ok(n)
+        } else if st.head_is_err() {
+            Err(FiError::AVAIL)
+        } else {
+            Err(FiError::AGAIN)
+        }
+    }
+
+    /// `read` past the software queue (empty): polls the verbs CQ and
+    /// translates what it holds, writing up to `max` entries in all (`n`
+    /// written already); the rest is queued. Returns the entries written.
+    #[inline(always)]
+    fn read_verbs<F: FnMut(&Completion)>(&self, st: &mut StateGuard<'_>, mut n: usize, max: usize, out: &mut F) -> FiResult<usize> {
         const MAXB: usize = 64;
         let mut wcs = verbs::WcBuf::<MAXB>::new();
         let mut cache = st.last_qp.take();
-        let used = self.used.load(std::sync::atomic::Ordering::Acquire);
-        while used && n < max && st.queue.is_empty() {
+        // The caller saw room and an empty queue: checked again after each poll.
+        loop {
             let want = (max - n).clamp(self.bunch.min(MAXB), MAXB);
             let Some(vcq) = self.vcq.get() else { break };
             let polled = match vcq.poll_buf(&mut wcs, want) {
@@ -988,7 +1007,7 @@ impl Cq {
                 break;
             }
             for wc in polled {
-                match self.translate(&mut st, &mut cache, wc) {
+                match self.translate(st, &mut cache, wc) {
                     Translated::Silent | Translated::Failed => {}
                     Translated::Ok(c) => {
                         if st.queue.is_empty() && n < max {
@@ -1000,18 +1019,12 @@ impl Cq {
                     }
                 }
             }
-            if got < want {
+            if got < want || n >= max || !st.queue.is_empty() {
                 break;
             }
         }
         st.last_qp = cache;
-        if n > 0 {
-            Ok(n)
-        } else if st.head_is_err() {
-            Err(FiError::AVAIL)
-        } else {
-            Err(FiError::AGAIN)
-        }
+        Ok(n)
     }
 
     /// Reads the next error entry; its err_data stays valid until the next call.
