@@ -14,9 +14,37 @@
 //! is only a guess: it is checked against the key on every use, so a stale
 //! hint finds the right entry or falls back to the index, never a wrong one.
 use rustc_hash::FxHashMap;
-use std::borrow::Borrow;
 use std::cell::Cell;
 use std::hash::Hash;
+
+/// A key of a [`HintMap`]: `hint_eq` is the compare of the hint, inlined
+/// on every lookup (std's `SocketAddr` compare is an out-of-line call).
+pub trait HintKey: Eq + Hash + Copy {
+    fn hint_eq(&self, o: &Self) -> bool;
+}
+
+macro_rules! int_keys {
+    ($($t:ty),*) => {$(
+        impl HintKey for $t {
+            #[inline(always)]
+            fn hint_eq(&self, o: &Self) -> bool {
+                self == o
+            }
+        }
+    )*};
+}
+int_keys!(u8, u16, u32, u64);
+
+impl HintKey for std::net::SocketAddr {
+    /// IPv4 (the common case) compared inline, field by field; IPv6 by std.
+    #[inline(always)]
+    fn hint_eq(&self, o: &Self) -> bool {
+        match (self, o) {
+            (std::net::SocketAddr::V4(a), std::net::SocketAddr::V4(b)) => a.port() == b.port() && a.ip().octets() == b.ip().octets(),
+            _ => self == o,
+        }
+    }
+}
 
 pub struct HintMap<K, V> {
     index: FxHashMap<K, usize>,
@@ -36,17 +64,13 @@ impl<K: std::fmt::Debug, V: std::fmt::Debug> std::fmt::Debug for HintMap<K, V> {
     }
 }
 
-impl<K: Eq + Hash + Copy, V> HintMap<K, V> {
+impl<K: HintKey, V> HintMap<K, V> {
     /// The slot of `k`, the hint first (inlined: one compare on a hit).
     #[inline(always)]
-    fn slot<Q>(&self, k: &Q) -> Option<usize>
-    where
-        K: Borrow<Q>,
-        Q: Eq + Hash + ?Sized,
-    {
+    fn slot(&self, k: &K) -> Option<usize> {
         let h = self.hint.get();
         if let Some((kk, _)) = self.slots.get(h) {
-            if kk.borrow() == k {
+            if kk.hint_eq(k) {
                 return Some(h);
             }
         }
@@ -55,41 +79,25 @@ impl<K: Eq + Hash + Copy, V> HintMap<K, V> {
 
     /// The hint missed: the hash index, and the hint moves there.
     #[inline(never)]
-    fn slot_miss<Q>(&self, k: &Q) -> Option<usize>
-    where
-        K: Borrow<Q>,
-        Q: Eq + Hash + ?Sized,
-    {
+    fn slot_miss(&self, k: &K) -> Option<usize> {
         let i = *self.index.get(k)?;
         self.hint.set(i);
         Some(i)
     }
 
     #[inline(always)]
-    pub fn get<Q>(&self, k: &Q) -> Option<&V>
-    where
-        K: Borrow<Q>,
-        Q: Eq + Hash + ?Sized,
-    {
+    pub fn get(&self, k: &K) -> Option<&V> {
         let i = self.slot(k)?;
         Some(&self.slots[i].1)
     }
 
     #[inline(always)]
-    pub fn get_mut<Q>(&mut self, k: &Q) -> Option<&mut V>
-    where
-        K: Borrow<Q>,
-        Q: Eq + Hash + ?Sized,
-    {
+    pub fn get_mut(&mut self, k: &K) -> Option<&mut V> {
         let i = self.slot(k)?;
         Some(&mut self.slots[i].1)
     }
 
-    pub fn contains_key<Q>(&self, k: &Q) -> bool
-    where
-        K: Borrow<Q>,
-        Q: Eq + Hash + ?Sized,
-    {
+    pub fn contains_key(&self, k: &K) -> bool {
         self.slot(k).is_some()
     }
 
@@ -122,16 +130,12 @@ impl<K: Eq + Hash + Copy, V> HintMap<K, V> {
         &mut self.slots[i].1
     }
 
-    pub fn remove<Q>(&mut self, k: &Q) -> Option<V>
-    where
-        K: Borrow<Q>,
-        Q: Eq + Hash + ?Sized,
-    {
+    pub fn remove(&mut self, k: &K) -> Option<V> {
         let i = self.index.remove(k)?;
         let (_, v) = self.slots.swap_remove(i);
         if let Some((moved, _)) = self.slots.get(i) {
             // The last entry now lives in the freed slot.
-            *self.index.get_mut(moved.borrow()).expect("every slot is indexed") = i;
+            *self.index.get_mut(moved).expect("every slot is indexed") = i;
         }
         Some(v)
     }
@@ -167,18 +171,15 @@ impl<K: Eq + Hash + Copy, V> HintMap<K, V> {
     }
 }
 
-impl<K: Eq + Hash + Copy, V, Q: Eq + Hash + ?Sized> std::ops::Index<&Q> for HintMap<K, V>
-where
-    K: Borrow<Q>,
-{
+impl<K: HintKey, V> std::ops::Index<&K> for HintMap<K, V> {
     type Output = V;
-    fn index(&self, k: &Q) -> &V {
+    fn index(&self, k: &K) -> &V {
         self.get(k).expect("no entry for the key")
     }
 }
 
 /// Equal: the same keys with equal values (slot order does not matter).
-impl<K: Eq + Hash + Copy, V: PartialEq> PartialEq for HintMap<K, V> {
+impl<K: HintKey, V: PartialEq> PartialEq for HintMap<K, V> {
     fn eq(&self, other: &Self) -> bool {
         self.len() == other.len() && self.iter().all(|(k, v)| other.get(k) == Some(v))
     }
@@ -227,6 +228,38 @@ mod tests {
             assert!(h.remove(k).is_some());
         }
         assert!(h.is_empty() && h.get(&b[0].0).is_none());
+    }
+
+    /// The inline compare of socket addresses agrees with std's.
+    #[test]
+    fn socket_addr_hint_eq_agrees_with_eq() {
+        use std::net::SocketAddr;
+        let addrs: Vec<SocketAddr> = [
+            "10.99.0.1:7000",
+            "10.99.0.1:7001",
+            "10.99.0.2:7000",
+            "1.99.0.10:7000",
+            "0.0.0.0:0",
+            "[::1]:7000",
+            "[::1]:7001",
+            "[fe80::1%2]:7000",
+            "[::ffff:10.99.0.1]:7000",
+        ]
+        .iter()
+        .map(|s| s.parse().unwrap())
+        .collect();
+        for a in &addrs {
+            for b in &addrs {
+                assert_eq!(a.hint_eq(b), a == b, "{a} vs {b}");
+            }
+        }
+        let mut h: HintMap<SocketAddr, usize> = HintMap::default();
+        for (i, a) in addrs.iter().enumerate() {
+            h.insert(*a, i);
+        }
+        for (i, a) in addrs.iter().enumerate().rev() {
+            assert_eq!(h.get(a), Some(&i), "{a}");
+        }
     }
 
     /// A hint left on a slot that now holds another key (after a removal

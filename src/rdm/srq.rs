@@ -49,8 +49,7 @@
 //! its buffers), and the same code does the accounting.
 
 use std::collections::VecDeque;
-use super::hintmap::HintMap;
-use std::hash::Hash;
+use super::hintmap::{HintKey, HintMap};
 
 use super::proto::MIN_CREDITS;
 
@@ -132,7 +131,7 @@ pub enum Arrival {
 
 /// The credit bank of one receive pool.
 #[derive(Debug)]
-pub struct Bank<K: Copy + Eq + Hash> {
+pub struct Bank<K: HintKey> {
     size: u32,
     free: u32,
     busy: u32,
@@ -157,7 +156,7 @@ pub struct Bank<K: Copy + Eq + Hash> {
     pub woken: u64,
 }
 
-impl<K: Copy + Eq + Hash> Bank<K> {
+impl<K: HintKey> Bank<K> {
     /// A pool of `size` posted buffers; each peer holds at most `max_per_peer`
     /// credits; `reserve` buffers stay out of the quotas for a newcomer.
     pub fn new(size: u32, max_per_peer: u16, reserve: u32) -> Bank<K> {
