@@ -528,25 +528,32 @@ impl<K: HintKey> Bank<K> {
         let mut left = n;
         let qa = self.quota();
         if let Some(s) = self.shares.get_mut(k) {
+            // `recycled`'s first branch, in closed form, for as long as it
+            // keeps each buffer for `k` (below quota, not in line): no other
+            // peer's share moves, so the lookup stays good.
             let q = Self::quota_of(qa, s);
-            while left > 0 {
-                // `recycled`'s first branch, taken only when it keeps the
-                // buffer for `k` (below quota, not in line): no other
-                // peer's share moves, so the lookup stays good.
-                let (out, free, overrun) = if s.out > 0 { (s.out - 1, self.free, false) } else { (0, self.free.saturating_sub(1), true) };
-                if out + s.owed >= q || s.needy {
-                    break;
+            if !s.needy {
+                // Messages within `k`'s credits: each takes one from `out` and
+                // owes one back, so `promised` (what every step tests) stays.
+                if s.out > 0 && s.promised() - 1 < q {
+                    let a = left.min(s.out);
+                    if a > 0 {
+                        s.out -= a;
+                        s.owed += a;
+                        s.recalled = None;
+                        left -= a;
+                    }
                 }
-                s.out = out;
-                if s.recalled.is_some() && s.promised() <= q {
+                // Then, with no credit left, overruns: each also takes a
+                // free buffer, and `promised` (= `owed`) grows by one.
+                if left > 0 && s.out == 0 && s.owed < q {
+                    let b = left.min(q - s.owed);
+                    s.owed += b;
                     s.recalled = None;
-                }
-                s.owed += 1;
-                self.free = free;
-                if overrun {
+                    self.free = self.free.saturating_sub(b);
                     res = Arrival::Overrun;
+                    left -= b;
                 }
-                left -= 1;
             }
         }
         for _ in 0..left {
