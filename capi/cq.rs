@@ -35,16 +35,34 @@ static CQ_FI_OPS: fi_ops = fi_ops {
     ops_set: None,
 };
 
-static CQ_OPS: fi_ops_cq = fi_ops_cq {
-    size: std::mem::size_of::<fi_ops_cq>(),
-    read: Some(cq_read),
-    readfrom: Some(cq_readfrom),
-    readerr: Some(cq_readerr),
-    sread: Some(cq_sread),
-    sreadfrom: Some(cq_sreadfrom),
-    signal: Some(cq_signal),
-    strerror: Some(cq_strerror),
-};
+/// One operations table per entry format (`F`): each reader writes its
+/// format's entries with no test of the format per entry.
+const fn cq_ops<const F: u32>() -> fi_ops_cq {
+    fi_ops_cq {
+        size: std::mem::size_of::<fi_ops_cq>(),
+        read: Some(cq_read::<F>),
+        readfrom: Some(cq_readfrom::<F>),
+        readerr: Some(cq_readerr),
+        sread: Some(cq_sread),
+        sreadfrom: Some(cq_sreadfrom),
+        signal: Some(cq_signal),
+        strerror: Some(cq_strerror),
+    }
+}
+static CQ_OPS_CONTEXT: fi_ops_cq = cq_ops::<FI_CQ_FORMAT_CONTEXT>();
+static CQ_OPS_MSG: fi_ops_cq = cq_ops::<FI_CQ_FORMAT_MSG>();
+static CQ_OPS_DATA: fi_ops_cq = cq_ops::<FI_CQ_FORMAT_DATA>();
+static CQ_OPS_TAGGED: fi_ops_cq = cq_ops::<FI_CQ_FORMAT_TAGGED>();
+
+/// The operations table of a CQ of `format` (resolved: never UNSPEC).
+fn ops_of(format: u32) -> &'static fi_ops_cq {
+    match format {
+        FI_CQ_FORMAT_MSG => &CQ_OPS_MSG,
+        FI_CQ_FORMAT_DATA => &CQ_OPS_DATA,
+        FI_CQ_FORMAT_TAGGED => &CQ_OPS_TAGGED,
+        _ => &CQ_OPS_CONTEXT,
+    }
+}
 
 pub unsafe extern "C" fn cq_open(domain: *mut fid_domain, attr: *mut fi_cq_attr, out: *mut *mut fid_cq, context: *mut c_void) -> c_int {
     guard("fi_cq_open", || {
@@ -78,7 +96,7 @@ pub unsafe extern "C" fn cq_open(domain: *mut fid_domain, attr: *mut fi_cq_attr,
         let o = into_c(CqObj {
             fid: fid_cq {
                 fid: fid { fclass: FI_CLASS_CQ, context, ops: &CQ_FI_OPS as *const _ as *mut _ },
-                ops: &CQ_OPS as *const _ as *mut _,
+                ops: ops_of(cq.format) as *const _ as *mut _,
             },
             inner: cq,
         });
@@ -102,15 +120,16 @@ unsafe extern "C" fn cq_control(f: *mut fid, command: c_int, arg: *mut c_void) -
     })
 }
 
-/// Writes completion `i` in `format` into `buf`.
+/// Writes completion `i` in format `F` into `buf`.
 ///
 /// # Safety
 /// `buf` must have room for `i + 1` entries of `format`.
-unsafe fn write_completion(format: u32, buf: *mut c_void, i: usize, c: &Completion) {
+#[inline(always)]
+unsafe fn write_completion<const F: u32>(buf: *mut c_void, i: usize, c: &Completion) {
     let ctx = c.op_context as usize as *mut c_void;
     // SAFETY: per the contract; entries are naturally aligned in the caller's array.
     unsafe {
-        match format {
+        match F {
             FI_CQ_FORMAT_MSG => {
                 *(buf as *mut fi_cq_msg_entry).add(i) = fi_cq_msg_entry { op_context: ctx, flags: c.flags, len: c.len };
             }
@@ -138,8 +157,36 @@ unsafe fn write_completion(format: u32, buf: *mut c_void, i: usize, c: &Completi
     }
 }
 
+/// `write_completion` in the CQ's format read at run time: for the
+/// blocking reads, which need no copy of their own per format.
+///
+/// # Safety
+/// As `write_completion`.
+unsafe fn write_completion_dyn(format: u32, buf: *mut c_void, i: usize, c: &Completion) {
+    // SAFETY: per the contract.
+    unsafe {
+        match format {
+            FI_CQ_FORMAT_MSG => write_completion::<FI_CQ_FORMAT_MSG>(buf, i, c),
+            FI_CQ_FORMAT_DATA => write_completion::<FI_CQ_FORMAT_DATA>(buf, i, c),
+            FI_CQ_FORMAT_TAGGED => write_completion::<FI_CQ_FORMAT_TAGGED>(buf, i, c),
+            _ => write_completion::<FI_CQ_FORMAT_CONTEXT>(buf, i, c),
+        }
+    }
+}
+
+/// A read of up to `count` entries into `buf` (and their sources into `src`
+/// if not NULL): non-blocking with `timeout` `None`, blocking otherwise.
+/// `write` writes one entry in the CQ's format; the non-blocking readers
+/// pass their format's own `write_completion`, inlined here.
 #[inline(always)]
-unsafe fn read_common(cq: *mut fid_cq, buf: *mut c_void, count: usize, src: *mut fi_addr_t, timeout: Option<c_int>) -> FiResult<isize> {
+unsafe fn read_common(
+    cq: *mut fid_cq,
+    buf: *mut c_void,
+    count: usize,
+    src: *mut fi_addr_t,
+    timeout: Option<c_int>,
+    write: unsafe fn(u32, *mut c_void, usize, &Completion),
+) -> FiResult<isize> {
     // SAFETY: cq is a fid per the API.
     let o = unsafe { obj::<CqObj>(cq as *const fid) }?;
     if count > 0 && buf.is_null() {
@@ -148,8 +195,8 @@ unsafe fn read_common(cq: *mut fid_cq, buf: *mut c_void, count: usize, src: *mut
     let format = o.inner.format;
     let mut i = 0usize;
     let mut out = |c: &Completion| {
-        // SAFETY: `count` entries fit in buf (fi_cq(3)); the core hands out at most `count`.
-        unsafe { write_completion(format, buf, i, c) };
+        // SAFETY: `count` entries of the CQ's format fit in buf (fi_cq(3)); the core hands out at most `count`.
+        unsafe { write(format, buf, i, c) };
         if !src.is_null() {
             // SAFETY: src has `count` entries when non-NULL.
             unsafe { *src.add(i) = c.src };
@@ -163,19 +210,32 @@ unsafe fn read_common(cq: *mut fid_cq, buf: *mut c_void, count: usize, src: *mut
     Ok(n as isize)
 }
 
-unsafe extern "C" fn cq_read(cq: *mut fid_cq, buf: *mut c_void, count: usize) -> isize {
-    // SAFETY: arguments per fi_cq(3).
-    guard_size("fi_cq_read", || unsafe { read_common(cq, buf, count, std::ptr::null_mut(), None) })
+/// The entry writer of the non-blocking readers of format `F` (the CQ's: its
+/// operations table is its format's, `ops_of`).
+///
+/// # Safety
+/// As `write_completion`.
+#[inline(always)]
+unsafe fn write_as<const F: u32>(format: u32, buf: *mut c_void, i: usize, c: &Completion) {
+    debug_assert_eq!(format, F, "a CQ's operations table is its format's");
+    // SAFETY: per the contract.
+    unsafe { write_completion::<F>(buf, i, c) }
 }
 
-unsafe extern "C" fn cq_readfrom(cq: *mut fid_cq, buf: *mut c_void, count: usize, src: *mut fi_addr_t) -> isize {
+
+unsafe extern "C" fn cq_read<const F: u32>(cq: *mut fid_cq, buf: *mut c_void, count: usize) -> isize {
     // SAFETY: arguments per fi_cq(3).
-    guard_size("fi_cq_readfrom", || unsafe { read_common(cq, buf, count, src, None) })
+    guard_size("fi_cq_read", || unsafe { read_common(cq, buf, count, std::ptr::null_mut(), None, write_as::<F>) })
+}
+
+unsafe extern "C" fn cq_readfrom<const F: u32>(cq: *mut fid_cq, buf: *mut c_void, count: usize, src: *mut fi_addr_t) -> isize {
+    // SAFETY: arguments per fi_cq(3).
+    guard_size("fi_cq_readfrom", || unsafe { read_common(cq, buf, count, src, None, write_as::<F>) })
 }
 
 unsafe extern "C" fn cq_sread(cq: *mut fid_cq, buf: *mut c_void, count: usize, _cond: *const c_void, timeout: c_int) -> isize {
     // SAFETY: arguments per fi_cq(3).
-    guard_size("fi_cq_sread", || unsafe { read_common(cq, buf, count, std::ptr::null_mut(), Some(timeout)) })
+    guard_size("fi_cq_sread", || unsafe { read_common(cq, buf, count, std::ptr::null_mut(), Some(timeout), write_completion_dyn) })
 }
 
 unsafe extern "C" fn cq_sreadfrom(
@@ -187,7 +247,7 @@ unsafe extern "C" fn cq_sreadfrom(
     timeout: c_int,
 ) -> isize {
     // SAFETY: arguments per fi_cq(3).
-    guard_size("fi_cq_sreadfrom", || unsafe { read_common(cq, buf, count, src, Some(timeout)) })
+    guard_size("fi_cq_sreadfrom", || unsafe { read_common(cq, buf, count, src, Some(timeout), write_completion_dyn) })
 }
 
 /// The fields of `fi_cq_err_entry` that every API version's layout has, up
