@@ -802,15 +802,23 @@ impl RdmEp {
 
 
 impl Inner {
-    #[inline]
+    /// `Ok` when the endpoint takes operations (inlined: three loads on
+    /// every call; the refusal, which logs, is out of line).
+    #[inline(always)]
     fn ready(&self) -> FiResult<()> {
+        if self.closed || !self.enabled || self.net.is_none() {
+            return self.not_ready();
+        }
+        Ok(())
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn not_ready(&self) -> FiResult<()> {
         if self.closed {
             return crate::fail!(FiError::OPBADSTATE, "endpoint closed");
         }
-        if !self.enabled || self.net.is_none() {
-            return crate::fail!(FiError::OPBADSTATE, "endpoint not enabled");
-        }
-        Ok(())
+        crate::fail!(FiError::OPBADSTATE, "endpoint not enabled")
     }
 
     /// The peer address of an fi_addr. The last answer is kept while the AV
