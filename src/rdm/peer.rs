@@ -31,6 +31,17 @@ pub struct TxDone {
 /// The application's buffers of one operation (most have one).
 pub type IovVec = smallvec::SmallVec<[Iov; 2]>;
 
+/// `iov` as an `IovVec`; one buffer (most operations) without
+/// `SmallVec::from_slice`'s out-of-line copy loop (or `push`'s call).
+#[inline(always)]
+pub fn iov_vec(iov: &[Iov]) -> IovVec {
+    match iov {
+        // Inline storage, length 1 (the second entry is only filler).
+        [one] => IovVec::from_buf_and_len([*one, *one], 1),
+        _ => IovVec::from_slice(iov),
+    }
+}
+
 /// Bytes copied at call time; small ones (most injects) inline.
 pub use crate::verbs::mem::Bytes;
 

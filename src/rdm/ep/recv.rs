@@ -69,7 +69,7 @@ impl RdmEp {
         // FI_CLAIM | FI_DISCARD never reach a buffer (handle 0: no record).
         let handle = if consumes {
             g.rx_count += 1;
-            g.recvs.insert(RecvRec { context: r.context, iov: IovVec::from_slice(r.iov), flags: r.flags, keyed: r.descs_ok })
+            g.recvs.insert(RecvRec { context: r.context, iov: iov_vec(r.iov), flags: r.flags, keyed: r.descs_ok })
         } else {
             0
         };

@@ -91,7 +91,7 @@ impl RdmEp {
             (false, Some(d), owned) => {
                 let payload = match owned {
                     Some(v) => Payload::Owned(v),
-                    None => Payload::User(IovVec::from_slice(r.iov)),
+                    None => Payload::User(iov_vec(r.iov)),
                 };
                 peer.push(Out::WriteData { payload, raddr: r.raddr, rkey, imm: d as u32, done });
             }

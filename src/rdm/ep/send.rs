@@ -171,7 +171,7 @@ impl RdmEp {
             if inject {
                 Some(Payload::Owned(crate::verbs::mem::gather(r.iov, len)))
             } else {
-                Some(Payload::User(IovVec::from_slice(r.iov)))
+                Some(Payload::User(iov_vec(r.iov)))
             }
         } else {
             None
