@@ -807,19 +807,19 @@ impl Cq {
     /// only the entry, not room for an error's as well.
     ///
     /// The common case is decided here, inline in the polling loop: a success
-    /// of the QP translated last (`cache`), with no counter to feed, whose id
+    /// of the QP translated last (`State::last_qp`), with no counter to feed, whose id
     /// carries its context (not stashed) and, for a receive, no immediate
     /// data. Everything else goes to `translate_slow`.
     #[inline(always)]
-    fn translate(&self, st: &mut State, cache: &mut Option<(u32, Arc<QpCounters>)>, wc: &Wc) -> Translated {
-        Self::translate_with(&self.qps, st, cache, wc)
+    fn translate(&self, st: &mut State, wc: &Wc) -> Translated {
+        Self::translate_with(&self.qps, st, wc)
     }
 
     /// `translate` over the QP table `qps` (the CQ's own; a test's).
     #[inline(always)]
-    fn translate_with(qps: &QpTable, st: &mut State, cache: &mut Option<(u32, Arc<QpCounters>)>, wc: &Wc) -> Translated {
+    fn translate_with(qps: &QpTable, st: &mut State, wc: &Wc) -> Translated {
         let raw = wc.wr_id();
-        if let (Some((qpn, q)), Some(kind)) = (cache.as_ref(), OpKind::from_bits((raw & KIND_MASK) >> KIND_SHIFT)) {
+        if let (Some((qpn, q)), Some(kind)) = (st.last_qp.as_ref(), OpKind::from_bits((raw & KIND_MASK) >> KIND_SHIFT)) {
             if raw & INDIRECT == 0
                 && wc.status() == wc_status::SUCCESS
                 && *qpn == wc.qp_num()
@@ -852,24 +852,24 @@ impl Cq {
                 return Translated::Ok(Completion { op_context: raw & CTX_MASK, flags: kind.flags(), ..Default::default() });
             }
         }
-        Self::translate_slow(qps, st, cache, wc)
+        Self::translate_slow(qps, st, wc)
     }
 
     /// `translate` for everything but the common case (out of line).
     #[inline(never)]
-    fn translate_slow(qps: &QpTable, st: &mut State, cache: &mut Option<(u32, Arc<QpCounters>)>, wc: &Wc) -> Translated {
+    fn translate_slow(qps: &QpTable, st: &mut State, wc: &Wc) -> Translated {
         let Some(id) = WrId::decode(wc.wr_id()) else {
             tracing::warn!("cq: completion with a foreign work-request id {:#x} dropped", wc.wr_id());
             return Translated::Silent;
         };
-        Self::give_back(qps, cache, wc, &id);
+        Self::give_back(qps, &mut st.last_qp, wc, &id);
         let mut status = wc.status();
         if id.batch && id.indirect {
             // A piece of a split RMA (`piece_wr_id`): its operation's last
             // request reports and counts, once, for all of them.
             if status != wc_status::SUCCESS && status != wc_status::WR_FLUSH_ERR {
                 tracing::info!("cq: a piece of a split {:?} failed: {} (vendor error {:#x})", id.kind, wc.status_str(), wc.vendor_err());
-                if let Some((_, q)) = cache.as_ref() {
+                if let Some((_, q)) = st.last_qp.as_ref() {
                     let _ = q.piece_err.compare_exchange(0, status, Ordering::AcqRel, Ordering::Acquire);
                 }
             }
@@ -877,14 +877,14 @@ impl Cq {
         }
         if status == wc_status::WR_FLUSH_ERR && matches!(id.kind, OpKind::Read | OpKind::Write) {
             // The last request of a split RMA flushed behind its failed piece: that failure is its.
-            if let Some((_, q)) = cache.as_ref() {
+            if let Some((_, q)) = st.last_qp.as_ref() {
                 let e = q.piece_err.swap(0, Ordering::AcqRel);
                 if e != 0 {
                     status = e;
                 }
             }
         }
-        if let Some((_, q)) = cache.as_ref() {
+        if let Some((_, q)) = st.last_qp.as_ref() {
             // Counters count every completion, silent or not (fi_cntr(3)); a
             // remote write with data that consumed a receive is not a receive.
             if !q.cntrs.is_empty() && wc.opcode() != wc_opcode::RECV_RDMA_WITH_IMM {
@@ -993,7 +993,6 @@ impl Cq {
     fn read_verbs<F: FnMut(&Completion)>(&self, st: &mut StateGuard<'_>, mut n: usize, max: usize, out: &mut F) -> FiResult<usize> {
         const MAXB: usize = 64;
         let mut wcs = verbs::WcBuf::<MAXB>::new();
-        let mut cache = st.last_qp.take();
         // The caller saw room and an empty queue: checked again after each poll.
         loop {
             let want = (max - n).clamp(self.bunch.min(MAXB), MAXB);
@@ -1007,7 +1006,7 @@ impl Cq {
                 break;
             }
             for wc in polled {
-                match self.translate(st, &mut cache, wc) {
+                match self.translate(st, wc) {
                     Translated::Silent | Translated::Failed => {}
                     Translated::Ok(c) => {
                         if st.queue.is_empty() && n < max {
@@ -1023,7 +1022,6 @@ impl Cq {
                 break;
             }
         }
-        st.last_qp = cache;
         Ok(n)
     }
 
@@ -1063,13 +1061,12 @@ impl Cq {
         let mut st = self.lock_state();
         let mut wcs = verbs::WcBuf::<16>::new();
         let mut any = false;
-        let mut cache = st.last_qp.take();
         let Some(vcq) = self.vcq.get() else { return false };
         loop {
             let polled = vcq.poll_buf(&mut wcs, 16).unwrap_or(&[]);
             let got = polled.len();
             for wc in polled {
-                match self.translate(&mut st, &mut cache, wc) {
+                match self.translate(&mut st, wc) {
                     Translated::Silent => {}
                     Translated::Failed => any = true,
                     Translated::Ok(c) => {
@@ -1082,7 +1079,6 @@ impl Cq {
                 break;
             }
         }
-        st.last_qp = cache;
         any
     }
 
@@ -1324,18 +1320,14 @@ mod tests {
                                     qps.write().insert(other, mk());
                                     let mut st = State::default();
                                     st.stash.push(Some(0x5678)); // index 0x1234 is not there: resolves to 0
-                                    let mut cache = Some((qpn, q.clone()));
-                                    let t = if fast {
-                                        Cq::translate_with(&qps, &mut st, &mut cache, &wc)
-                                    } else {
-                                        Cq::translate_slow(&qps, &mut st, &mut cache, &wc)
-                                    };
+                                    st.last_qp = Some((qpn, q.clone()));
+                                    let t = if fast { Cq::translate_with(&qps, &mut st, &wc) } else { Cq::translate_slow(&qps, &mut st, &wc) };
                                     let credits = [qpn, other].map(|n| {
                                         let t = qps.read();
                                         (t[&n].tx.load(Ordering::Relaxed), t[&n].rx.load(Ordering::Relaxed))
                                     });
                                     let queued: Vec<_> = st.queue.iter().map(|e| e.as_ref().map(|c| *c).map_err(|e| (e.op_context, e.err))).collect();
-                                    (t, credits, queued, cache.map(|(n, _)| n))
+                                    (t, credits, queued, st.last_qp.map(|(n, _)| n))
                                 };
                                 let fast = run(true);
                                 let slow = run(false);
