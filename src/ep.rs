@@ -608,9 +608,20 @@ impl MsgEp {
         }
     }
 
+    /// `Ok` on a connected endpoint (inlined into every post: one load and
+    /// a compare; the refusal, which logs, is out of line).
+    #[inline(always)]
     fn check_connected(&self) -> FiResult<()> {
         match self.state() {
             EpState::Connected => Ok(()),
+            s => Self::not_connected(s),
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn not_connected(s: EpState) -> FiResult<()> {
+        match s {
             EpState::Shutdown => crate::fail!(FiError::NOTCONN, "endpoint is shut down"),
             s => crate::fail!(FiError::OPBADSTATE, "endpoint not connected ({s:?})"),
         }
