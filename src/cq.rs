@@ -438,9 +438,12 @@ pub struct Cq {
     /// here in software): reads skip polling it.
     used: std::sync::atomic::AtomicBool,
     bunch: usize,
-    /// Software progress of the objects completing here (RDM endpoints).
-    /// Their event fds are members of `wait`, so the CQ's fd wakes for them.
-    hooks: RwLock<Vec<Weak<dyn Progress>>>,
+    /// Software progress of the objects completing here (RDM and DGRAM
+    /// endpoints). Their event fds are members of `wait`, so the CQ's fd
+    /// wakes for them. Held strongly (no `Weak::upgrade` and release on
+    /// every read): an endpoint's `close` removes itself, which breaks the
+    /// cycle of an endpoint holding its CQs.
+    hooks: RwLock<Vec<Arc<dyn Progress>>>,
     /// Whether `hooks` ever had a member: a CQ of MSG endpoints only skips
     /// the lock on every read.
     hooked: std::sync::atomic::AtomicBool,
@@ -544,23 +547,35 @@ impl Cq {
 
     /// Registers an object to progress at the start of every read. Its event
     /// fd joins the CQ's wait fd: `FI_GETWAIT` then wakes for its traffic.
+    /// The object must call `remove_progress` when it closes (the CQ
+    /// holds it until then).
     pub fn add_progress(&self, p: Weak<dyn Progress>) -> FiResult<()> {
-        if let (Some(w), Some(fd)) = (&self.wait, p.upgrade().and_then(|o| o.wait_fd())) {
+        let Some(p) = p.upgrade() else {
+            return crate::fail!(FiError::INVAL, "cq: a progress hook for an object already gone");
+        };
+        if let (Some(w), Some(fd)) = (&self.wait, p.wait_fd()) {
             w.add_fd(fd)?;
         }
         let mut h = self.hooks.write();
         self.hooked.store(true, std::sync::atomic::Ordering::Release);
-        h.retain(|w| w.strong_count() > 0);
         h.push(p);
         Ok(())
     }
 
     /// Unregisters an object (and its fd) added with `add_progress`.
     pub fn remove_progress(&self, p: &Weak<dyn Progress>, fd: Option<std::os::fd::RawFd>) {
-        self.hooks.write().retain(|w| w.strong_count() > 0 && !Weak::ptr_eq(w, p));
+        // By address: the object's, whatever vtable either pointer carries.
+        let gone = {
+            let mut h = self.hooks.write();
+            let (keep, gone): (Vec<_>, Vec<_>) = h.drain(..).partition(|a| !std::ptr::addr_eq(Arc::as_ptr(a), p.as_ptr()));
+            *h = keep;
+            gone
+        };
         if let (Some(fd), Some(w)) = (fd, &self.wait) {
             w.del_fd(fd);
         }
+        // Released outside the lock (a last reference runs the object's drop).
+        drop(gone);
     }
 
     fn lock_state(&self) -> StateGuard<'_> {
@@ -568,11 +583,7 @@ impl Cq {
     }
 
     fn hooks(&self) -> Vec<Arc<dyn Progress>> {
-        let h = self.hooks.read();
-        if h.is_empty() {
-            return Vec::new();
-        }
-        h.iter().filter_map(|w| w.upgrade()).collect()
+        self.hooks.read().clone()
     }
 
     /// Runs the software progress of the objects completing here (on the hot
@@ -589,11 +600,8 @@ impl Cq {
     /// endpoints' among them, pay one load per read, not a call).
     #[inline(never)]
     fn run_hooks_now(&self) {
-        let h = self.hooks.read();
-        for w in h.iter() {
-            if let Some(p) = w.upgrade() {
-                p.progress();
-            }
+        for p in self.hooks.read().iter() {
+            p.progress();
         }
     }
 
