@@ -380,7 +380,7 @@ impl DgramEp {
         } else {
             r.iov
         };
-        let len: usize = iov.iter().map(|v| v.len() as usize).sum();
+        let len = Iov::total(iov);
         if len > self.max_msg {
             return crate::fail!(FiError::MSGSIZE, "dgram send: {len} bytes exceed max_msg_size {} (the port MTU)", self.max_msg);
         }

@@ -58,7 +58,7 @@ impl Payload {
     pub fn len(&self) -> usize {
         match self {
             Payload::Owned(v) => v.len(),
-            Payload::User(iovs) => iovs.iter().map(|v| v.len() as usize).sum(),
+            Payload::User(iovs) => Iov::total(iovs),
         }
     }
     pub fn is_empty(&self) -> bool {

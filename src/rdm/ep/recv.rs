@@ -34,7 +34,7 @@ impl RdmEp {
         if multi && r.iov.len() != 1 {
             return crate::fail!(FiError::INVAL, "recv: FI_MULTI_RECV takes exactly one buffer");
         }
-        let len: usize = r.iov.iter().map(|v| v.len() as usize).sum();
+        let len = Iov::total(r.iov);
         let src = if crate::info::directed_recv(self.ctx.caps, kind == Kind::Tagged) {
             if r.src == FI_ADDR_UNSPEC && self.ctx.caps & crate::info::FI_EXACT_DIRECTED_RECV != 0 {
                 return crate::fail!(FiError::INVAL, "recv: FI_EXACT_DIRECTED_RECV endpoints take no FI_ADDR_UNSPEC source");

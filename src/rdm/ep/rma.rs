@@ -21,7 +21,7 @@ impl RdmEp {
         if r.iov.len() > self.ctx.tx_iov_limit {
             return crate::fail!(FiError::INVAL, "RMA: {} iovs exceed iov_limit {}", r.iov.len(), self.ctx.tx_iov_limit);
         }
-        let len: usize = r.iov.iter().map(|v| v.len() as usize).sum();
+        let len = Iov::total(r.iov);
         let geo = g.net.as_ref().expect("ready").geo;
         if len > self.ctx.max_msg {
             return crate::fail!(FiError::MSGSIZE, "RMA: {len} bytes exceed max_msg_size {}", self.ctx.max_msg);

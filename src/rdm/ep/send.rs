@@ -80,7 +80,7 @@ impl EncodeInto for Message<'_> {
 pub(super) fn post_op(qp: &verbs::Qp, res: &mut QpRes, conn_id: u32, i: u32, op: SendOp, local: &[Iov], done: TxDone) -> Result<(), i32> {
     res.wr_ops.insert(i, WrOp::Rma(done));
     let inline = matches!(op, SendOp::Write { .. }) && {
-        let len: usize = local.iter().map(|v| v.len() as usize).sum();
+        let len = Iov::total(local);
         len <= res.max_inline && len > 0
     };
     let fl = send_flags::SIGNALED | if inline { send_flags::INLINE } else { 0 };
@@ -104,7 +104,7 @@ impl RdmEp {
         if r.iov.len() > self.ctx.tx_iov_limit {
             return crate::fail!(FiError::INVAL, "send: {} iovs exceed iov_limit {}", r.iov.len(), self.ctx.tx_iov_limit);
         }
-        let len: usize = r.iov.iter().map(|v| v.len() as usize).sum();
+        let len = Iov::total(r.iov);
         if len > self.ctx.max_msg {
             return crate::fail!(FiError::MSGSIZE, "send: {len} bytes exceed max_msg_size {}", self.ctx.max_msg);
         }
