@@ -89,8 +89,10 @@ pub struct QpCounters {
     pub tx_max: usize,
     pub rx_max: usize,
     /// The counters of the QP's endpoint (`fi_ep_bind` of a counter), bumped
-    /// as its completions are polled.
-    pub cntrs: CntrSet,
+    /// as its completions are polled. Set once (`with_cntrs`).
+    cntrs: CntrSet,
+    /// `cntrs` has a counter: one load on every completion, not four.
+    counted: bool,
     /// The receive slots of the shared receive context the QP receives from
     /// (`fi_ep_bind(ep, srx)`): receive completions give their credit there.
     pub srq: Option<Arc<QpCounters>>,
@@ -111,6 +113,7 @@ impl QpCounters {
             tx_max,
             rx_max,
             cntrs: CntrSet::default(),
+            counted: false,
             srq: None,
             unsig: AtomicUsize::new(0),
             unsig_batch,
@@ -120,8 +123,15 @@ impl QpCounters {
 
     /// With the endpoint's counters.
     pub fn with_cntrs(mut self, cntrs: CntrSet) -> Self {
+        self.counted = !cntrs.is_empty();
         self.cntrs = cntrs;
         self
+    }
+
+    /// Whether a counter counts this QP's completions.
+    #[inline(always)]
+    pub fn counted(&self) -> bool {
+        self.counted
     }
 
     /// Receiving from a shared receive context with these slots.
@@ -831,7 +841,7 @@ impl Cq {
             if raw & INDIRECT == 0
                 && wc.status() == wc_status::SUCCESS
                 && *qpn == wc.qp_num()
-                && q.cntrs.is_empty()
+                && !q.counted
                 && (kind != OpKind::Recv || (wc.opcode() == wc_opcode::RECV && !wc.has_imm()))
             {
                 if kind == OpKind::Recv {
@@ -895,7 +905,7 @@ impl Cq {
         if let Some((_, q)) = st.last_qp.as_ref() {
             // Counters count every completion, silent or not (fi_cntr(3)); a
             // remote write with data that consumed a receive is not a receive.
-            if !q.cntrs.is_empty() && wc.opcode() != wc_opcode::RECV_RDMA_WITH_IMM {
+            if q.counted && wc.opcode() != wc_opcode::RECV_RDMA_WITH_IMM {
                 // A signalled inject of a batch also completes the unsignalled
                 // injects posted before it (a send queue completes in order):
                 // they succeeded, and each counts.

@@ -703,7 +703,7 @@ impl MsgEp {
                 return Err(FiError::AGAIN);
             }
         }
-        if no_completion && (vflags & send_flags::INLINE != 0 || total == 0) && p.credits.cntrs.is_empty() {
+        if no_completion && (vflags & send_flags::INLINE != 0 || total == 0) && !p.credits.counted() {
             // Inject: the buffer is copied at post time and nothing but an
             // error is ever reported, so most are posted unsignalled (no
             // device completion to write and poll), see QpCounters::unsignalled.
