@@ -222,7 +222,6 @@ unsafe fn write_as<const F: u32>(format: u32, buf: *mut c_void, i: usize, c: &Co
     unsafe { write_completion::<F>(buf, i, c) }
 }
 
-
 unsafe extern "C" fn cq_read<const F: u32>(cq: *mut fid_cq, buf: *mut c_void, count: usize) -> isize {
     // SAFETY: arguments per fi_cq(3).
     guard_size("fi_cq_read", || unsafe { read_common(cq, buf, count, std::ptr::null_mut(), None, write_as::<F>) })
