@@ -584,7 +584,7 @@ unsafe fn do_rma<const N: usize>(
     let r = rma[0];
     // SAFETY: buffers and descriptors per fi_rma(3).
     let v = unsafe { bufs::<N>(b, desc) }?;
-    let total: usize = v.iov().iter().map(|x| x.len() as usize).sum();
+    let total = v.total;
     if r.len < total {
         return crate::fail!(FiError::INVAL, "RMA: {total} local bytes exceed the remote iov of {}", r.len);
     }
