@@ -174,26 +174,6 @@ pub fn post_staged<R>(hdr: &[u8], iovs: &[Iov], len: usize, post: impl FnOnce(Io
     Some(post(unsafe { Iov::new(p as u64, n as u32, 0) }))
 }
 
-/// Posts a send of `hdr` followed by the one buffer in `iovs` (if any) as
-/// SGEs of their own, for a post the device copies while it is posted
-/// (inline): nothing is staged or copied here. `post` gets the SGEs, valid
-/// only during the call. `None` (nothing posted) when `iovs` holds more than
-/// one buffer or the QP takes fewer than two SGEs (`max_sge`):
-/// [`post_staged`] gathers those.
-#[inline]
-pub fn post_gathered<R>(hdr: &[u8], iovs: &[Iov], max_sge: u32, post: impl FnOnce(&[Iov]) -> R) -> Option<R> {
-    if iovs.len() > 1 || max_sge < 2 {
-        return None;
-    }
-    // SAFETY: `hdr` is borrowed for this call and readable; `post` posts
-    // inline, so the device has copied it when the call returns.
-    let h = unsafe { Iov::new(hdr.as_ptr() as u64, hdr.len() as u32, 0) };
-    Some(match iovs {
-        [v] if !v.is_empty() => post(&[h, *v]),
-        _ => post(&[h]),
-    })
-}
-
 impl Drop for RegBuf {
     fn drop(&mut self) {
         // Deregister first, then free.
@@ -370,28 +350,5 @@ mod tests {
         let mut called = false;
         assert!(post_staged(b"H", &big_iov, INLINE_STAGE, |_| called = true).is_none(), "one byte over the stage");
         assert!(!called, "nothing is posted when it does not fit");
-    }
-
-    #[test]
-    fn gathered_inline_sends_carry_header_then_the_one_buffer() {
-        let a = *b"abc";
-        let b = *b"defgh";
-        // SAFETY: test buffers live until the end of the test.
-        let iovs = unsafe { [Iov::new(a.as_ptr() as u64, 3, 9), Iov::new(b.as_ptr() as u64, 5, 0), Iov::new(b.as_ptr() as u64, 0, 0)] };
-        let read = |sges: &[Iov]| {
-            let mut out = Vec::new();
-            for sge in sges {
-                // SAFETY: post_gathered's SGEs are readable during the call.
-                out.extend_from_slice(unsafe { std::slice::from_raw_parts(sge.addr() as usize as *const u8, sge.len() as usize) });
-            }
-            (sges.len(), out)
-        };
-        assert_eq!(post_gathered(b"HDR", &iovs[..1], 2, read), Some((2, b"HDRabc".to_vec())), "header, then the buffer");
-        assert_eq!(post_gathered(b"HDR", &iovs[..0], 2, read), Some((1, b"HDR".to_vec())), "no buffer: the header alone");
-        assert_eq!(post_gathered(b"HDR", &iovs[2..], 2, read), Some((1, b"HDR".to_vec())), "an empty buffer is left out");
-        let mut called = false;
-        assert!(post_gathered(b"HDR", &iovs[..2], 4, |_| called = true).is_none(), "two buffers are staged instead");
-        assert!(post_gathered(b"HDR", &iovs[..1], 1, |_| called = true).is_none(), "a one-SGE QP is staged instead");
-        assert!(!called, "nothing is posted when it does not apply");
     }
 }

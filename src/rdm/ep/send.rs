@@ -267,10 +267,7 @@ impl Inner {
                 send.set_covers(s, res.unsig.cover());
                 (wr_id(WrKind::Send, conn_id, s), send_flags::SIGNALED | send_flags::INLINE, Some(s))
             };
-            // The header and a single buffer go as two SGEs; more buffers are
-            // gathered on the stack first.
-            let posted = crate::verbs::mem::post_gathered(&hdr, iov, geo.send_sge, |sges| qp.post_send(wid, SendOp::Send, sges, fl))
-                .or_else(|| crate::verbs::mem::post_staged(&hdr, iov, len, |sge| qp.post_send(wid, SendOp::Send, &[sge], fl)));
+            let posted = crate::verbs::mem::post_staged(&hdr, iov, len, |sge| qp.post_send(wid, SendOp::Send, &[sge], fl));
             if let Some(r) = posted {
                 return match r {
                     Ok(()) if skip => Direct::Retired,
