@@ -113,9 +113,18 @@ static void server(void)
 	cq_expect_empty(r.rxcq, 300, "nothing more after all messages");
 	logmsg("phase 1: %d messages from %d clients, FI_SOURCE right", NCLI * (int)NMSG, NCLI);
 
-	/* 2. replies to everyone, all in flight */
+	/* 2. replies to everyone, all in flight. A client says its reply
+	 * receives are posted once its own sends have completed, and its
+	 * rendezvous sends complete only when our FINs reach it. A FIN may
+	 * still wait here for credits: the clients recall an idle peer's
+	 * credits to the floor (3) and grant more only when their own progress
+	 * gets to it, which can take longer than the 300 ms above under load.
+	 * Progress is manual, so we keep reading the CQs while we wait (seen
+	 * in CI: without this, a client waited for its last FIN for good). */
+	rdm_progress_start(&r);
 	for (int k = 0; k < NCLI; k++)
 		chan_wait(k, 2); /* the client's reply receives are posted */
+	rdm_progress_stop();
 	/* one registered source buffer per message, all sends in flight at once */
 	size_t nsent = 0;
 	static uint8_t *tx[NCLI][2][NSIZES];
