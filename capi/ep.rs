@@ -713,7 +713,11 @@ unsafe extern "C" fn ep_recvmsg(e: *mut fid_ep, msg: *const fi_msg, flags: u64) 
 
 // ---- RMA ----
 
+/// `flags`: None for the endpoint's default op flags (the calls without a
+/// flags argument). Inlined into each shim: the endpoint is checked once,
+/// and a one-buffer call makes one call frame, not three.
 #[allow(clippy::too_many_arguments)]
+#[inline(always)]
 unsafe fn do_rma<const N: usize>(
     e: *mut fid_ep,
     read: bool,
@@ -722,11 +726,15 @@ unsafe fn do_rma<const N: usize>(
     rma: &[fi_rma_iov],
     data: Option<u64>,
     ctx: *mut c_void,
-    flags: u64,
+    flags: Option<u64>,
     no_completion: bool,
 ) -> FiResult<isize> {
     // SAFETY: e is a fid per the API.
     let o = unsafe { ep(e) }?;
+    let mut flags = flags.unwrap_or_else(|| o.inner.tx_op_flags());
+    if data.is_some() {
+        flags |= FI_REMOTE_CQ_DATA;
+    }
     if rma.len() != 1 {
         return crate::fail!(FiError::INVAL, "RMA: exactly one remote iov is supported (rma_iov_limit 1), got {}", rma.len());
     }
@@ -761,12 +769,11 @@ pub(crate) fn rma1(addr: u64, len: usize, key: u64) -> [fi_rma_iov; 1] {
 
 /// `fi_read`/`fi_write`: one local buffer, the endpoint's default op flags.
 #[allow(clippy::too_many_arguments)]
+#[inline(always)]
 unsafe fn rma_one(e: *mut fid_ep, read: bool, buf: u64, len: usize, desc: *mut c_void, addr: u64, key: u64, ctx: *mut c_void) -> FiResult<isize> {
     let mut d = desc;
-    // SAFETY: e is a fid per the API.
-    let flags = unsafe { ep(e) }?.inner.tx_op_flags();
     // SAFETY: arguments per fi_rma(3).
-    unsafe { do_rma::<1>(e, read, &[(buf, len)], Some(&mut d), &rma1(addr, len, key), None, ctx, flags, false) }
+    unsafe { do_rma::<1>(e, read, &[(buf, len)], Some(&mut d), &rma1(addr, len, key), None, ctx, None, false) }
 }
 
 /// `fi_readv`/`fi_writev`: an iovec list, the endpoint's default op flags.
@@ -785,9 +792,7 @@ unsafe fn rma_vec(
     let b = unsafe { iovec_list(iov, count) }?;
     let total = b.iter().map(|x| x.1).sum();
     // SAFETY: as above.
-    let flags = unsafe { ep(e) }?.inner.tx_op_flags();
-    // SAFETY: as above.
-    unsafe { do_rma::<MAX_IOV>(e, read, &b, Some(desc), &rma1(addr, total, key), None, ctx, flags, false) }
+    unsafe { do_rma::<MAX_IOV>(e, read, &b, Some(desc), &rma1(addr, total, key), None, ctx, None, false) }
 }
 
 unsafe extern "C" fn rma_read(
@@ -867,7 +872,7 @@ unsafe fn rma_msg(e: *mut fid_ep, msg: *const fi_msg_rma, flags: u64, read: bool
     // SAFETY: msg per fi_rma(3).
     let r = unsafe { rma_msg_parts(msg, flags, read, RMA_FLAGS) }?;
     // SAFETY: as above.
-    unsafe { do_rma::<MAX_IOV>(e, read, &r.bufs, Some(r.m.desc), r.rma, r.data, r.m.context, flags, false) }
+    unsafe { do_rma::<MAX_IOV>(e, read, &r.bufs, Some(r.m.desc), r.rma, r.data, r.m.context, Some(flags), false) }
 }
 
 unsafe extern "C" fn rma_readmsg(e: *mut fid_ep, msg: *const fi_msg_rma, flags: u64) -> isize {
@@ -911,7 +916,7 @@ unsafe extern "C" fn rma_writev(
 unsafe extern "C" fn rma_inject(e: *mut fid_ep, buf: *const c_void, len: usize, _dest: fi_addr_t, addr: u64, key: u64) -> isize {
     guard_size("fi_inject_write", || {
         // SAFETY: arguments per fi_rma(3); inject data is copied before return.
-        unsafe { do_rma::<1>(e, false, &[(buf as u64, len)], None, &rma1(addr, len, key), None, std::ptr::null_mut(), FI_INJECT, true) }
+        unsafe { do_rma::<1>(e, false, &[(buf as u64, len)], None, &rma1(addr, len, key), None, std::ptr::null_mut(), Some(FI_INJECT), true) }
     })
 }
 
@@ -928,12 +933,8 @@ unsafe extern "C" fn rma_writedata(
 ) -> isize {
     guard_size("fi_writedata", || {
         let mut d = desc;
-        // SAFETY: e is a fid per the API.
-        let flags = unsafe { ep(e) }?.inner.tx_op_flags();
         // SAFETY: arguments per fi_rma(3).
-        unsafe {
-            do_rma::<1>(e, false, &[(buf as u64, len)], Some(&mut d), &rma1(addr, len, key), Some(data), ctx, flags | FI_REMOTE_CQ_DATA, false)
-        }
+        unsafe { do_rma::<1>(e, false, &[(buf as u64, len)], Some(&mut d), &rma1(addr, len, key), Some(data), ctx, None, false) }
     })
 }
 
@@ -957,7 +958,7 @@ unsafe extern "C" fn rma_injectdata(
                 &rma1(addr, len, key),
                 Some(data),
                 std::ptr::null_mut(),
-                FI_INJECT | FI_REMOTE_CQ_DATA,
+                Some(FI_INJECT | FI_REMOTE_CQ_DATA),
                 true,
             )
         }
