@@ -958,7 +958,7 @@ unsafe extern "C" fn rma_injectdata(
                 &rma1(addr, len, key),
                 Some(data),
                 std::ptr::null_mut(),
-                Some(FI_INJECT | FI_REMOTE_CQ_DATA),
+                Some(FI_INJECT),
                 true,
             )
         }
