@@ -194,6 +194,11 @@ impl Shared {
 pub struct Pin {
     pub lkey: u32,
     pub rkey: u32,
+    /// What the registration covers, `[start, end)`, and its verbs access
+    /// (a cached one may cover more than was asked, with more access).
+    pub start: u64,
+    pub end: u64,
+    pub access: i32,
     hold: Hold,
 }
 
@@ -209,9 +214,10 @@ impl std::fmt::Debug for Pin {
 }
 
 impl Pin {
-    /// A registration for one operation only (e.g. of provider-owned bytes).
-    pub fn own(reg: Box<dyn Reg>) -> Pin {
-        Pin { lkey: reg.lkey(), rkey: reg.rkey(), hold: Hold::Own(reg) }
+    /// A registration for one operation only (e.g. of provider-owned
+    /// bytes) of `[start, end)` with verbs `access`.
+    pub fn own(reg: Box<dyn Reg>, start: u64, end: u64, access: i32) -> Pin {
+        Pin { lkey: reg.lkey(), rkey: reg.rkey(), start, end, access, hold: Hold::Own(reg) }
     }
 }
 
@@ -324,7 +330,7 @@ impl MrCache {
         let Some(w) = self.watch() else {
             sh.n.misses.fetch_add(1, Ordering::Relaxed);
             sh.n.uncached.fetch_add(1, Ordering::Relaxed);
-            return Ok(Pin::own((sh.reg)(start, size, access)?));
+            return Ok(Pin::own((sh.reg)(start, size, access)?, start, end, access));
         };
         // Every unmap that returned before this call is handled.
         drop(sh.events.lock());
@@ -338,7 +344,7 @@ impl MrCache {
             if let Some((&id, e)) = found {
                 e.uses += 1;
                 e.last = tick;
-                let pin = Pin { lkey: e.reg.lkey(), rkey: e.reg.rkey(), hold: Hold::Cached(sh.clone(), id) };
+                let pin = Pin { lkey: e.reg.lkey(), rkey: e.reg.rkey(), start: e.start, end: e.end, access: e.access, hold: Hold::Cached(sh.clone(), id) };
                 drop(st);
                 drop(graves);
                 sh.n.hits.fetch_add(1, Ordering::Relaxed);
@@ -353,7 +359,7 @@ impl MrCache {
         let reg = (sh.reg)(start, size, access)?;
         if size > sh.limits.max_size {
             sh.n.uncached.fetch_add(1, Ordering::Relaxed);
-            return Ok(Pin::own(reg));
+            return Ok(Pin::own(reg, start, end, access));
         }
         // Watched from now on (pages pinned by the registration above: no
         // missing page in the range). Refused (not anonymous or shared
@@ -361,7 +367,7 @@ impl MrCache {
         if let Err(e) = w.register(start, size as u64) {
             tracing::debug!("mr cache: cannot watch {size} bytes at {start:#x} ({}): not cached", std::io::Error::from_raw_os_error(e));
             sh.n.uncached.fetch_add(1, Ordering::Relaxed);
-            return Ok(Pin::own(reg));
+            return Ok(Pin::own(reg, start, end, access));
         }
         let mut evicted = Vec::new();
         let mut st = sh.state.lock();
@@ -370,7 +376,7 @@ impl MrCache {
             // may predate it.
             drop(st);
             sh.n.uncached.fetch_add(1, Ordering::Relaxed);
-            return Ok(Pin::own(reg));
+            return Ok(Pin::own(reg, start, end, access));
         }
         while st.entries.len() + 1 > sh.limits.max_count || st.bytes + size > sh.limits.max_size {
             let victim = st.entries.iter().filter(|(_, e)| e.uses == 0).min_by_key(|(_, e)| e.last).map(|(&id, _)| id);
@@ -386,13 +392,13 @@ impl MrCache {
             drop(st);
             drop(evicted);
             sh.n.uncached.fetch_add(1, Ordering::Relaxed);
-            return Ok(Pin::own(reg));
+            return Ok(Pin::own(reg, start, end, access));
         }
         st.next_id += 1;
         let id = st.next_id;
         st.tick += 1;
         let last = st.tick;
-        let pin = Pin { lkey: reg.lkey(), rkey: reg.rkey(), hold: Hold::Cached(sh.clone(), id) };
+        let pin = Pin { lkey: reg.lkey(), rkey: reg.rkey(), start, end, access, hold: Hold::Cached(sh.clone(), id) };
         st.entries.insert(id, Entry { start, end, access, reg, uses: 1, stale: false, last });
         st.bytes += size;
         drop(st);
@@ -408,7 +414,10 @@ impl MrCache {
         drop(graves);
     }
 
+    /// The counters, every unmap that returned before this call counted
+    /// (the monitor may have read its event and not yet handled it).
     pub fn stats(&self) -> Stats {
+        drop(self.sh.events.lock());
         let n = &self.sh.n;
         let st = self.sh.state.lock();
         Stats {

@@ -43,10 +43,12 @@ pub(super) fn rndv_segments(mrc: &MrCache, iov: &[Iov], key: impl Fn(usize, &Iov
 /// vector does; the caller keeps it (`RndvSend::owned`) until FIN/NACK.
 pub(super) fn rndv_owned(pd: &Arc<Pd>, bytes: Vec<u8>) -> FiResult<(Vec<Segment>, Vec<Pin>, Vec<u8>)> {
     let addr = bytes.as_ptr() as u64;
-    match pd.reg_mr(addr, bytes.len(), access::LOCAL_WRITE | access::REMOTE_READ) {
+    let acc = access::LOCAL_WRITE | access::REMOTE_READ;
+    match pd.reg_mr(addr, bytes.len(), acc) {
         Ok(mr) => {
             let seg = Segment { addr, len: bytes.len() as u64, rkey: mr.rkey };
-            Ok((vec![seg], vec![Pin::own(Box::new(mr))], bytes))
+            let end = addr + bytes.len() as u64;
+            Ok((vec![seg], vec![Pin::own(Box::new(mr), addr, end, acc)], bytes))
         }
         Err(e) => crate::fail!(FiError::from_errno(e), "send: cannot register a {}-byte copy for the rendezvous: {}", bytes.len(), ioerr(e)),
     }
