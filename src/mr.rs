@@ -12,7 +12,8 @@ use crate::fi::consts::*;
 use crate::domain::Domain;
 use crate::error::{FiError, FiResult};
 use crate::fabric::Hold;
-use crate::verbs::{access, Mr};
+use crate::rdm::mrcache::Pin;
+use crate::verbs::access;
 
 const DESC_TAG: u64 = 0x7273_7662 << 32; // "rsvb"
 
@@ -52,8 +53,9 @@ impl MrKeys {
 
 /// Live registrations by (domain, lkey), so that a descriptor (which carries
 /// the lkey) also gives the rkey. Keyed by domain: a descriptor from another
-/// domain finds nothing. Entries leave when the region is closed.
-static KEYS: once_cell::sync::Lazy<parking_lot::RwLock<HashMap<(usize, u32), MrKeys>>> =
+/// domain finds nothing. Regions served by one cached registration share its
+/// lkey: the entry counts them and leaves when the last one is closed.
+static KEYS: once_cell::sync::Lazy<parking_lot::RwLock<HashMap<(usize, u32), (MrKeys, u32)>>> =
     once_cell::sync::Lazy::new(|| parking_lot::RwLock::new(HashMap::default()));
 
 fn domain_key(domain: &Arc<Domain>) -> usize {
@@ -63,19 +65,34 @@ fn domain_key(domain: &Arc<Domain>) -> usize {
 /// The registration a descriptor of `domain` names, if it is a live one of ours.
 pub fn keys_of(domain: &Arc<Domain>, desc: u64) -> Option<MrKeys> {
     let lkey = lkey_of(desc)?;
-    KEYS.read().get(&(domain_key(domain), lkey)).copied()
+    KEYS.read().get(&(domain_key(domain), lkey)).map(|e| e.0)
 }
 
+/// A registered region. Its registration is the domain's registration
+/// cache's (`crate::rdm::mrcache`, as libfabric's verbs provider caches
+/// `fi_mr_reg`) or its own (`OFI_MR_NOCACHE`, or no cache): a cached one
+/// covers whole pages, perhaps more than this region, and stays registered
+/// after `fi_close` until the cache drops it (evicted, or its memory
+/// unmapped); `FI_MR_CACHE_MAX_COUNT=0` makes every region its own.
 #[derive(Debug)]
 pub struct MemRegion {
     pub domain: Hold<Domain>,
-    mr: Mr,
+    pin: Pin,
+    addr: u64,
+    len: usize,
     pub access: u64,
 }
 
 impl Drop for MemRegion {
     fn drop(&mut self) {
-        KEYS.write().remove(&(domain_key(&self.domain), self.mr.lkey));
+        let k = (domain_key(&self.domain), self.pin.lkey);
+        let mut keys = KEYS.write();
+        if let Some(e) = keys.get_mut(&k) {
+            e.1 -= 1;
+            if e.1 == 0 {
+                keys.remove(&k);
+            }
+        }
     }
 }
 
@@ -95,7 +112,7 @@ pub fn verbs_access(acc: u64) -> i32 {
 
 /// fi_mr_reg flag of libfabric's utility providers (libfabric's internal
 /// ofi_mr.h; ofi_rxm registers its buffer pools with it): "do not cache this
-/// registration". rsverbs has no registration cache, so it asks for nothing.
+/// registration": the region gets a registration of its own.
 const OFI_MR_NOCACHE: u64 = 1 << 60;
 
 const ACCESS_BITS: u64 = FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
@@ -128,40 +145,46 @@ impl MemRegion {
             // sender's buffer (as libfabric's rxm does with its MRs).
             vacc |= access::REMOTE_READ;
         }
-        match domain.pd.reg_mr(addr, len, vacc) {
-            Ok(mr) => {
-                let keys = MrKeys {
-                    lkey: mr.lkey,
-                    rkey: mr.rkey,
-                    addr,
-                    len,
-                    remote_read: vacc & access::REMOTE_READ != 0,
-                };
-                KEYS.write().insert((domain_key(domain), mr.lkey), keys);
-                Ok(Arc::new(MemRegion { domain: Hold::new(domain), mr, access: acc }))
+        let cache = if flags & OFI_MR_NOCACHE == 0 { Some(domain.mr_cache()).filter(|c| c.caching()) } else { None };
+        let got = match cache {
+            Some(c) => c.acquire(addr, len, vacc),
+            None => domain.pd.reg_mr(addr, len, vacc).map(|mr| Pin::own(Box::new(mr), addr, addr.saturating_add(len as u64), vacc)),
+        };
+        let pin = match got {
+            Ok(p) => p,
+            Err(e) => {
+                return crate::fail!(
+                    FiError::from_errno(e),
+                    "fi_mr_reg: ibv_reg_mr({addr:#x}, {len}) failed: {} (check `ulimit -l`)",
+                    std::io::Error::from_raw_os_error(e)
+                )
             }
-            Err(e) => crate::fail!(
-                FiError::from_errno(e),
-                "fi_mr_reg: ibv_reg_mr({addr:#x}, {len}) failed: {} (check `ulimit -l`)",
-                std::io::Error::from_raw_os_error(e)
-            ),
-        }
+        };
+        let keys = MrKeys {
+            lkey: pin.lkey,
+            rkey: pin.rkey,
+            addr: pin.start,
+            len: (pin.end - pin.start) as usize,
+            remote_read: pin.access & access::REMOTE_READ != 0,
+        };
+        KEYS.write().entry((domain_key(domain), pin.lkey)).and_modify(|e| e.1 += 1).or_insert((keys, 1));
+        Ok(Arc::new(MemRegion { domain: Hold::new(domain), pin, addr, len, access: acc }))
     }
 
     pub fn key(&self) -> u64 {
-        self.mr.rkey as u64
+        self.pin.rkey as u64
     }
     pub fn lkey(&self) -> u32 {
-        self.mr.lkey
+        self.pin.lkey
     }
     pub fn desc(&self) -> u64 {
-        desc_of(self.mr.lkey)
+        desc_of(self.pin.lkey)
     }
     pub fn addr(&self) -> u64 {
-        self.mr.addr
+        self.addr
     }
     pub fn len(&self) -> usize {
-        self.mr.len
+        self.len
     }
 }
 

@@ -279,6 +279,8 @@ CTESTS=(
   msg_srx:msg_srx
   # issue 23 item 4: RDM without FI_MR_LOCAL (registration cache, uffd monitor)
   rdm_nomrlocal:rdm_nomrlocal
+  # fi_mr_reg through the registration cache (MSG), correct across munmap + mmap
+  msg_mrcache:msg_mrcache
   # issue 22 item 2: FI_EP_DGRAM over UD QPs
   dgram_sendrecv:dgram_sendrecv
 )
@@ -348,6 +350,12 @@ if [ "$SUITE_PROVIDER" = rsverbs ] && selected rdm_nomrlocal_nocache; then
   (
     export FI_MR_CACHE_MONITOR=disabled
     run_ctest rdm_nomrlocal_nocache rdm_nomrlocal
+  )
+fi
+if [ "$SUITE_PROVIDER" = rsverbs ] && selected msg_mrcache_nocache; then
+  (
+    export FI_MR_CACHE_MAX_COUNT=0
+    run_ctest msg_mrcache_nocache msg_mrcache
   )
 fi
 if [ "$SUITE_PROVIDER" = rsverbs ] && selected rdm_nomrlocal_dropin; then
