@@ -32,7 +32,7 @@ pub struct Config {
     /// connection is up: rdma-cm leaves 0, which is 655 ms.
     pub min_rnr_timer: u8,
     /// `FI_MR_CACHE_MAX_COUNT`: registrations the RDM registration cache keeps
-    /// per domain (1024; 0: no caching). See `crate::rdm::mrcache`.
+    /// per domain (1024; 0: no caching). See `crate::mrcache`.
     pub mr_cache_max_count: usize,
     /// `FI_MR_CACHE_MAX_SIZE`: bytes it keeps registered per domain (1 GiB; 0: no caching).
     pub mr_cache_max_size: usize,

@@ -6,7 +6,7 @@ use crate::error::{FiError, FiResult};
 use crate::fabric::{Fabric, HasRefs, Hold, Refs};
 use crate::info::Info;
 use crate::fi::consts::*;
-use crate::rdm::mrcache::{Limits, MrCache, Reg, RegFn};
+use crate::mrcache::{Limits, MrCache, Reg, RegFn};
 use crate::verbs::{self, Context, Pd};
 
 #[derive(Debug)]
@@ -65,7 +65,7 @@ impl Domain {
         }))
     }
 
-    /// The registration cache (see `crate::rdm::mrcache`).
+    /// The registration cache (see `crate::mrcache`).
     pub fn mr_cache(&self) -> &Arc<MrCache> {
         self.mr_cache.get_or_init(|| {
             let pd = self.pd.clone();
@@ -75,7 +75,7 @@ impl Domain {
     }
 
     /// The cache's counters, if it was made.
-    pub fn mr_cache_stats(&self) -> Option<crate::rdm::mrcache::Stats> {
+    pub fn mr_cache_stats(&self) -> Option<crate::mrcache::Stats> {
         self.mr_cache.get().map(|c| c.stats())
     }
 }

@@ -327,7 +327,7 @@ pub(crate) fn dev_caps(dev: &Arc<Context>) -> FiResult<DevCaps> {
 ///
 /// RDM endpoints (`rdm`) do without `FI_MR_LOCAL`: they register buffers
 /// given without descriptors themselves, through the domain's registration
-/// cache (`crate::rdm::mrcache`). Hints with the bit keep it in the answer
+/// cache (`crate::mrcache`). Hints with the bit keep it in the answer
 /// (the application then passes descriptors, as before); hints without it get
 /// an answer without it.
 pub(crate) fn match_mr_mode(version: u32, hints: Option<&Info>, caps: u64, rdm: bool) -> FiResult<(i32, u64)> {

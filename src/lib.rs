@@ -27,6 +27,7 @@ pub mod fabric;
 pub mod info;
 pub mod log;
 pub mod mr;
+pub mod mrcache;
 pub mod progress;
 pub mod rdm;
 pub mod srx;

@@ -12,7 +12,7 @@ use crate::fi::consts::*;
 use crate::domain::Domain;
 use crate::error::{FiError, FiResult};
 use crate::fabric::Hold;
-use crate::rdm::mrcache::Pin;
+use crate::mrcache::Pin;
 use crate::verbs::access;
 
 const DESC_TAG: u64 = 0x7273_7662 << 32; // "rsvb"
@@ -69,7 +69,7 @@ pub fn keys_of(domain: &Arc<Domain>, desc: u64) -> Option<MrKeys> {
 }
 
 /// A registered region. Its registration is the domain's registration
-/// cache's (`crate::rdm::mrcache`, as libfabric's verbs provider caches
+/// cache's (`crate::mrcache`, as libfabric's verbs provider caches
 /// `fi_mr_reg`) or its own (`OFI_MR_NOCACHE`, or no cache): a cached one
 /// covers whole pages, perhaps more than this region, and stays registered
 /// after `fi_close` until the cache drops it (evicted, or its memory

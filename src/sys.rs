@@ -406,7 +406,7 @@ pub fn coarse_ms() -> u64 {
 }
 
 /// userfaultfd(2): the memory monitor of the RDM registration cache
-/// (`crate::rdm::mrcache`), as libfabric's `uffd_mem_monitor.c`. The
+/// (`crate::mrcache`), as libfabric's `uffd_mem_monitor.c`. The
 /// constants and structures are those of `<linux/userfaultfd.h>` (stable
 /// kernel ABI; the libc crate does not carry them).
 pub mod uffd {

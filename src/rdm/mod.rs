@@ -40,7 +40,6 @@ pub mod ep;
 pub mod hintmap;
 pub mod idtable;
 pub mod matching;
-pub mod mrcache;
 pub mod peer;
 pub mod pool;
 pub mod proto;

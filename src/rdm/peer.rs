@@ -432,7 +432,7 @@ pub struct RndvSend {
     /// Registrations made for this send (buffers the application had not
     /// registered for remote read: cached, or of `owned`); released when it
     /// completes.
-    pub tmp: Vec<crate::rdm::mrcache::Pin>,
+    pub tmp: Vec<crate::mrcache::Pin>,
     /// The bytes the peer reads when they are ours, not the application's
     /// (an inject, or a queued copy, longer than the peer's eager limit):
     /// kept until FIN/NACK. Dropped after `tmp` (field order), so never
@@ -464,7 +464,7 @@ pub struct ReadOp {
     pub err: Option<i32>,
     /// Registrations of the receive buffers (given without descriptors),
     /// held until the reads are done.
-    pub pins: Vec<crate::rdm::mrcache::Pin>,
+    pub pins: Vec<crate::mrcache::Pin>,
 }
 
 // ---- work-request ids of the endpoint's internal CQ ----

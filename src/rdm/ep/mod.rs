@@ -67,7 +67,7 @@ use crate::error::{FiError, FiResult};
 use crate::fabric::Hold;
 use crate::info::Info;
 use crate::mr::keys_of;
-use super::mrcache::{MrCache, Pin};
+use crate::mrcache::{MrCache, Pin};
 use crate::sys;
 use crate::verbs::cm::{CmEvent, CmEventKind, CmId, ConnParam, EventChannel};
 use crate::verbs::{self, access, send_flags, wc_opcode, wc_status, CompChannel, Iov, Pd, QpCaps, SendOp, Wc};

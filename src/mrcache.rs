@@ -1,9 +1,11 @@
-//! The registration cache of RDM endpoints whose domain was opened without
-//! `FI_MR_LOCAL`: the application hands buffers without descriptors, and
-//! rsverbs registers them itself where the device needs a key (rendezvous
-//! sends and receives, RMA local buffers, atomic results). Registering is
-//! expensive (pins pages, a kernel call, on rxe a page-table walk), so
-//! registrations are kept and reused, as libfabric's `ofi_mr_cache` does.
+//! A domain's registration cache. Two users: the application's
+//! `fi_mr_reg` (`crate::mr`, as libfabric's verbs provider caches it), and
+//! RDM endpoints whose domain was opened without `FI_MR_LOCAL`, where the
+//! application hands buffers without descriptors and rsverbs registers them
+//! itself where the device needs a key (rendezvous sends and receives, RMA
+//! local buffers, atomic results). Registering is expensive (pins pages, a
+//! kernel call, on rxe a page-table walk), so registrations are kept and
+//! reused, as libfabric's `ofi_mr_cache` does.
 //!
 //! * Entries are page-aligned ranges `[start, end)` with the verbs access
 //!   flags they were registered with; a request is a hit when one entry
