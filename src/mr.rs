@@ -70,10 +70,11 @@ pub fn keys_of(domain: &Arc<Domain>, desc: u64) -> Option<MrKeys> {
 
 /// A registered region. Its registration is the domain's registration
 /// cache's (`crate::mrcache`, as libfabric's verbs provider caches
-/// `fi_mr_reg`) or its own (`OFI_MR_NOCACHE`, or no cache): a cached one
-/// covers whole pages, perhaps more than this region, and stays registered
-/// after `fi_close` until the cache drops it (evicted, or its memory
-/// unmapped); `FI_MR_CACHE_MAX_COUNT=0` makes every region its own.
+/// `fi_mr_reg`) or its own (`OFI_MR_NOCACHE`, or no cache). Either covers
+/// exactly the region's bytes with exactly its access (a cached one is
+/// reused only for the same bytes and access); a cached one stays
+/// registered after `fi_close` until the cache drops it (evicted, or its
+/// memory unmapped); `FI_MR_CACHE_MAX_COUNT=0` makes every region its own.
 #[derive(Debug)]
 pub struct MemRegion {
     pub domain: Hold<Domain>,
@@ -147,7 +148,7 @@ impl MemRegion {
         }
         let cache = if flags & OFI_MR_NOCACHE == 0 { Some(domain.mr_cache()).filter(|c| c.caching()) } else { None };
         let got = match cache {
-            Some(c) => c.acquire(addr, len, vacc),
+            Some(c) => c.acquire_exact(addr, len, vacc),
             None => domain.pd.reg_mr(addr, len, vacc).map(|mr| Pin::own(Box::new(mr), addr, addr.saturating_add(len as u64), vacc)),
         };
         let pin = match got {

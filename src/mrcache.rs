@@ -322,12 +322,29 @@ impl MrCache {
     }
 
     /// The registration of `[addr, addr+len)` with at least verbs `access`:
-    /// cached, or made now.
+    /// cached, or made now (whole pages).
     pub fn acquire(&self, addr: u64, len: usize, access: i32) -> Result<Pin, i32> {
+        self.acquire_with(addr, len, access, false)
+    }
+
+    /// The registration of exactly `[addr, addr+len)` with exactly verbs
+    /// `access`: cached, or made now. For `fi_mr_reg`, whose keys the
+    /// application hands to peers: a cached registration that covers more
+    /// bytes, or grants more access, would let a peer reach beyond the
+    /// region (tests `rdm_bigrma`/`msg_bigrma`: a write past a region's end
+    /// must fail).
+    pub fn acquire_exact(&self, addr: u64, len: usize, access: i32) -> Result<Pin, i32> {
+        self.acquire_with(addr, len, access, true)
+    }
+
+    fn acquire_with(&self, addr: u64, len: usize, access: i32, exact: bool) -> Result<Pin, i32> {
         let sh = &self.sh;
         let len = len.max(1);
-        let start = addr & !(sh.page - 1);
-        let end = addr.checked_add(len as u64).ok_or(libc::EINVAL)?.div_ceil(sh.page) * sh.page;
+        let last = addr.checked_add(len as u64).ok_or(libc::EINVAL)?;
+        // The pages the monitor watches.
+        let wstart = addr & !(sh.page - 1);
+        let wend = last.div_ceil(sh.page) * sh.page;
+        let (start, end) = if exact { (addr, last) } else { (wstart, wend) };
         let size = (end - start) as usize;
         let Some(w) = self.watch() else {
             sh.n.misses.fetch_add(1, Ordering::Relaxed);
@@ -342,7 +359,14 @@ impl MrCache {
             std::mem::swap(&mut graves, &mut st.graves);
             st.tick += 1;
             let tick = st.tick;
-            let found = st.entries.iter_mut().find(|(_, e)| !e.stale && e.start <= start && end <= e.end && e.access & access == access);
+            let found = st.entries.iter_mut().find(|(_, e)| {
+                !e.stale
+                    && if exact {
+                        e.start == start && e.end == end && e.access == access
+                    } else {
+                        e.start <= start && end <= e.end && e.access & access == access
+                    }
+            });
             if let Some((&id, e)) = found {
                 e.uses += 1;
                 e.last = tick;
@@ -366,7 +390,7 @@ impl MrCache {
         // Watched from now on (pages pinned by the registration above: no
         // missing page in the range). Refused (not anonymous or shared
         // memory, another monitor's range): for this operation only.
-        if let Err(e) = w.register(start, size as u64) {
+        if let Err(e) = w.register(wstart, wend - wstart) {
             tracing::debug!("mr cache: cannot watch {size} bytes at {start:#x} ({}): not cached", std::io::Error::from_raw_os_error(e));
             sh.n.uncached.fetch_add(1, Ordering::Relaxed);
             return Ok(Pin::own(reg, start, end, access));
@@ -551,6 +575,30 @@ mod tests {
             eprintln!("userfaultfd unavailable here: cache tests skipped");
         }
         c.caching()
+    }
+
+    #[test]
+    fn exact_requests_hit_only_the_same_bytes_and_access() {
+        let (c, _) = cache(L);
+        if !need_uffd(&c) {
+            return;
+        }
+        let m = Map::new(4 * PAGE);
+        let whole = c.acquire_exact(m.0, 4 * PAGE, 1).unwrap();
+        assert_eq!((whole.start, whole.end), (m.0, m.0 + 4 * PAGE as u64));
+        // Covered, but fewer bytes: a registration of its own, exactly them.
+        let part = c.acquire_exact(m.0 + 10, 100, 1).unwrap();
+        assert_ne!(part.lkey, whole.lkey);
+        assert_eq!((part.start, part.end), (m.0 + 10, m.0 + 110));
+        // Same bytes, less access than cached: not the cached one either.
+        let less = c.acquire_exact(m.0, 4 * PAGE, 0).unwrap();
+        assert_ne!(less.lkey, whole.lkey);
+        // Same bytes and access: the cached one.
+        let again = c.acquire_exact(m.0 + 10, 100, 1).unwrap();
+        assert_eq!(again.lkey, part.lkey);
+        // A page-wide request may use an exact entry that covers it.
+        let paged = c.acquire(m.0, PAGE, 1).unwrap();
+        assert_eq!(paged.lkey, whole.lkey);
     }
 
     #[test]
