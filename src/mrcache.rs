@@ -7,9 +7,12 @@
 //! kernel call, on rxe a page-table walk), so registrations are kept and
 //! reused, as libfabric's `ofi_mr_cache` does.
 //!
-//! * Entries are page-aligned ranges `[start, end)` with the verbs access
-//!   flags they were registered with; a request is a hit when one entry
-//!   covers its range with at least its access.
+//! * Entries are ranges `[start, end)` with the verbs access flags they
+//!   were registered with: whole pages for the endpoints' own requests
+//!   (`acquire`), a hit when one entry covers the range with at least its
+//!   access; exactly the region's bytes for `fi_mr_reg` (`acquire_exact`),
+//!   a hit only for the same bytes and the same access. The monitor watches
+//!   whole pages either way.
 //! * Bounded in entries and bytes (`FI_MR_CACHE_MAX_COUNT`,
 //!   `FI_MR_CACHE_MAX_SIZE`); beyond them the least recently used entry not
 //!   in use goes. An entry is in use while an operation holds a [`Pin`] of it.
