@@ -18,7 +18,7 @@
 //!   in use goes. An entry is in use while an operation holds a [`Pin`] of it.
 //! * Lookups and invalidations go through an index by start address
 //!   (`State::by_start`): they visit the entries that start within the
-//!   longest entry's length below the range, not every entry, so a hit costs
+//!   longest cached entry's length below the range, not every entry, so a hit costs
 //!   about the same with 16 entries or 4,000 (`examples/mrcache_lookup.rs`).
 //!   Choosing what to evict scans the entries, but only on a miss that finds
 //!   the cache full, which registers memory anyway.
@@ -44,7 +44,7 @@
 
 use parking_lot::Mutex;
 use rustc_hash::FxHashMap as HashMap;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -126,9 +126,10 @@ struct State {
     /// `(start, id)`: a lookup or an unmap visits only the entries whose
     /// start lies within `max_len` below its range, not every entry.
     by_start: BTreeSet<(u64, u64)>,
-    /// At least the length of every entry in `by_start` (reset when it
-    /// empties): how far below a range an overlapping entry can start.
-    max_len: u64,
+    /// Entries in `by_start` by length (how many of each): the longest
+    /// is how far below a range an overlapping entry can start. Changed on
+    /// inserts and removals only, never on a hit.
+    lens: BTreeMap<u64, u32>,
     next_id: u64,
     tick: u64,
     bytes: usize,
@@ -139,6 +140,11 @@ struct State {
 }
 
 impl State {
+    /// The longest entry lookups can find (0: none).
+    fn max_len(&self) -> u64 {
+        self.lens.last_key_value().map_or(0, |(&l, _)| l)
+    }
+
     /// Ids of the entries lookups can find whose start lies in
     /// `[lo, hi]`, nearest to `hi` first.
     fn starting_in(&self, lo: u64, hi: u64) -> impl Iterator<Item = u64> + '_ {
@@ -151,7 +157,7 @@ impl State {
     fn add(&mut self, id: u64, e: Entry) {
         let len = e.end - e.start;
         self.by_start.insert((e.start, id));
-        self.max_len = self.max_len.max(len);
+        *self.lens.entry(len).or_insert(0) += 1;
         self.bytes += len as usize;
         self.entries.insert(id, e);
     }
@@ -161,15 +167,19 @@ impl State {
     fn make_stale(&mut self, id: u64) {
         if let Some(e) = self.entries.get_mut(&id) {
             e.stale = true;
-            let start = e.start;
-            self.unindex(start, id);
+            let (start, len) = (e.start, e.end - e.start);
+            self.unindex(start, len, id);
         }
     }
 
-    fn unindex(&mut self, start: u64, id: u64) {
-        self.by_start.remove(&(start, id));
-        if self.by_start.is_empty() {
-            self.max_len = 0;
+    fn unindex(&mut self, start: u64, len: u64, id: u64) {
+        if self.by_start.remove(&(start, id)) {
+            if let Some(n) = self.lens.get_mut(&len) {
+                *n -= 1;
+                if *n == 0 {
+                    self.lens.remove(&len);
+                }
+            }
         }
     }
 
@@ -177,7 +187,7 @@ impl State {
     fn remove(&mut self, id: u64) -> Option<Entry> {
         let e = self.entries.remove(&id)?;
         if !e.stale {
-            self.unindex(e.start, id);
+            self.unindex(e.start, e.end - e.start, id);
         }
         self.bytes -= (e.end - e.start) as usize;
         Some(e)
@@ -219,7 +229,7 @@ impl Shared {
             }
             // Overlapping entries start below `end`, and at most `max_len`
             // below `start`.
-            let lo = start.saturating_sub(st.max_len);
+            let lo = start.saturating_sub(st.max_len());
             let hit: Vec<u64> = st.starting_in(lo, end - 1).filter(|id| st.entries.get(id).is_some_and(|e| start < e.end)).collect();
             for id in hit {
                 self.n.invalidations.fetch_add(1, Ordering::Relaxed);
@@ -428,7 +438,7 @@ impl MrCache {
             let tick = st.tick;
             // Exact: the entries starting at `start`; covering: those
             // starting at most `max_len` below it (an entry is never longer).
-            let lo = if exact { start } else { end.saturating_sub(st.max_len) };
+            let lo = if exact { start } else { end.saturating_sub(st.max_len()) };
             let found = st.starting_in(lo, start).find(|id| {
                 st.entries.get(id).is_some_and(|e| {
                     if exact {
@@ -843,7 +853,7 @@ mod tests {
         assert_eq!((s.hits, s.misses, s.uncached, s.entries), (0, 2, 2, 0));
     }
 
-    /// The index (`by_start`, `max_len`) against a plain model of
+    /// The index (`by_start`, `lens`) against a plain model of
     /// the cache's rules: a random run of covering and exact lookups over
     /// entries of many lengths, releases and invalidations must hit, miss,
     /// evict and invalidate exactly as a scan of every entry would.
@@ -944,5 +954,40 @@ mod tests {
             }
             drop(p);
         }
+    }
+
+    /// The index's window follows the longest entry lookups can find: it
+    /// shrinks when that entry goes stale or is removed, so one long
+    /// registration does not widen every later lookup.
+    #[test]
+    fn index_window_shrinks_with_the_longest_entry() {
+        let (c, _) = cache(Limits { max_count: 8, max_size: 1 << 30, monitor: true });
+        if !need_uffd(&c) {
+            return;
+        }
+        let m = Map::new(64 * PAGE);
+        let pg = PAGE as u64;
+        let window = |c: &MrCache| c.sh.state.lock().max_len();
+        drop(c.acquire(m.0, PAGE, 1).unwrap());
+        let long = c.acquire(m.0 + 16 * pg, 32 * PAGE, 1).unwrap();
+        assert_eq!(window(&c), 32 * pg);
+        // In use, then stale: no longer found, so no longer in the window.
+        c.invalidate(m.0 + 20 * pg, m.0 + 21 * pg);
+        assert_eq!(window(&c), pg);
+        drop(long);
+        let long = c.acquire(m.0 + 16 * pg, 32 * PAGE, 3).unwrap();
+        drop(long);
+        assert_eq!(window(&c), 32 * pg);
+        // Two entries of one length: the window stays until both are gone.
+        drop(c.acquire(m.0 + 8 * pg, 8 * PAGE, 1).unwrap());
+        drop(c.acquire(m.0 + 50 * pg, 8 * PAGE, 1).unwrap());
+        c.invalidate(m.0 + 16 * pg, m.0 + 48 * pg);
+        assert_eq!(window(&c), 8 * pg);
+        c.invalidate(m.0 + 8 * pg, m.0 + 9 * pg);
+        assert_eq!(window(&c), 8 * pg);
+        c.invalidate(m.0 + 50 * pg, m.0 + 51 * pg);
+        assert_eq!(window(&c), pg);
+        c.invalidate(m.0, m.0 + pg);
+        assert_eq!(window(&c), 0);
     }
 }
