@@ -137,7 +137,11 @@ fn no_two_core_modules_import_each_other() {
             }
         }
     }
-    assert!(deps.get("cq").is_some_and(|d| d.contains("cntr")), "the scan sees cq's imports");
+    // cq (split into src/cq/) takes the counters it bumps from cntr, in one of its files.
+    assert!(
+        deps.iter().any(|(m, d)| (m == "cq" || m.starts_with("cq::")) && d.contains("cntr")),
+        "the scan sees cq's imports"
+    );
     let mut cycles = Vec::new();
     for (a, da) in &deps {
         for b in da {
