@@ -47,7 +47,7 @@ const KNOWN: &[(u32, &str, &str, &str)] = &[
     (v(1, 22), "const FI_XPU_TRIGGER", "absent", "never accepted"),
     (v(1, 22), "const FI_NOTIFY_FLAGS_ONLY", "0", "mode bit never required"),
     (v(1, 22), "const FI_RESTRICTED_COMP", "0", "mode bit never required"),
-    (v(1, 22), "const FI_VARIABLE_MSG", "0", "bit 48 is FI_EXACT_DIRECTED_RECV for API >= 2.0 (src/info.rs)"),
+    (v(1, 22), "const FI_VARIABLE_MSG", "0", "bit 48 is FI_EXACT_DIRECTED_RECV for API >= 2.0 (src/info/mod.rs)"),
     (v(1, 22), "const FI_EP_SOCK_STREAM", "0", "never offered"),
     (v(1, 22), "const FI_EP_SOCK_DGRAM", "absent", "never offered"),
     // ... and in 2.0.
