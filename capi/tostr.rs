@@ -1,6 +1,6 @@
 //! `fi_tostr` / `fi_tostr_r` of the drop-in core API: reads the application's
 //! value or struct and prints it through the safe formatter in `src/tostr.rs`.
-//! Exported with libfabric's symbol versions by `core_api.rs`.
+//! Exported with libfabric's symbol versions by `core_api/mod.rs`.
 
 use std::cell::RefCell;
 use std::ffi::{c_char, c_void};

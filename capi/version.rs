@@ -23,7 +23,7 @@
 //!   "libfabric versions".
 //!
 //! In the drop-in and embedded uses rsverbs is the core: the symbol version an
-//! application linked against names the layout (`core_api.rs`), and the
+//! application linked against names the layout (`core_api/`), and the
 //! provider code sees the newest layout.
 
 use std::ffi::{c_char, c_void};

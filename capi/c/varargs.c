@@ -1,6 +1,7 @@
 /* The two variadic functions of libfabric's core API, which stable Rust
  * cannot define: they format their arguments with vsnprintf and hand the
- * resulting string to Rust (capi/core_api.rs). Linked only into the cdylib
+ * resulting string to Rust (capi/core_api/log.rs and
+ * params.rs). Linked only into the cdylib
  * (build.rs), with libfabric's symbol versions. */
 #include <stdarg.h>
 #include <stdio.h>
