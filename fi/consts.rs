@@ -12,7 +12,7 @@
 //! casts:
 //! * 64-bit flag macros (`1ULL << n`: caps, modes, op flags, FI_ORDER_*, ...): `u64`.
 //! * values of a *named* C enum (`enum fi_ep_type`, `enum fi_op`, ...): `u32` — GCC gives these
-//!   enums the underlying type `unsigned int`; `capi/abi.rs` has `pub type fi_ep_type = u32;` etc.
+//!   enums the underlying type `unsigned int`; `fi/abi/mod.rs` has `pub type fi_ep_type = u32;` etc.
 //!   for the fields. Exception: `enum fi_mr_mode` values are `i32`, because (like the FI_MR_*
 //!   bit macros) they go into `fi_domain_attr.mr_mode`, a C `int`.
 //! * values of *anonymous* C enums: the type of the field/argument that carries them:

@@ -1,4 +1,4 @@
-//! ABI proof for `fi/abi.rs` and `fi/consts.rs` against the libfabric 1.17 headers in
+//! ABI proof for `fi/abi/` and `fi/consts.rs` against the libfabric 1.17 headers in
 //! `/usr/include/rdma` (Debian 12).
 //!
 //! ONE list below (`abi_types!`, `abi_aliases!`, `abi_consts!`, `exprs()`) drives both sides:
@@ -16,7 +16,7 @@
 //!   (object-like `#define` or enum member) found in the headers must be in the list (except the
 //!   fi_ext.h peer-provider structs in `NOT_MIRRORED`), and nothing else;
 //! * against the SOURCES: every `pub struct/union` field, `pub type` and `pub const` declared in
-//!   abi.rs / consts.rs must be in the list, and nothing else.
+//!   `fi/abi/*.rs` / consts.rs must be in the list, and nothing else.
 //!
 //! `tests/abi/layout.c` is generated: if it is stale the test fails; rewrite it with
 //! `ABI_LAYOUT_BLESS=1 cargo test --test abi_layout`.
@@ -24,7 +24,7 @@
 //! Limits: `uint64_t` and `size_t` are the same C type on LP64, so the compiler cannot tell
 //! `u64` from `usize` (the header scan does not look at types); x86_64/LP64 only.
 
-#[path = "../fi/abi.rs"]
+#[path = "../fi/abi/mod.rs"]
 #[allow(dead_code)]
 mod abi;
 #[path = "../fi/consts.rs"]
@@ -151,7 +151,7 @@ macro_rules! abi_types {
     };
 }
 
-/// `pub type` aliases of abi.rs and the C type each stands for.
+/// `pub type` aliases of fi/abi/ and the C type each stands for.
 macro_rules! abi_aliases {
     ($( $t:ident = $c:literal ),* $(,)?) => {
         fn aliases() -> Vec<AliasSpec> {
@@ -1134,11 +1134,17 @@ fn header_names() -> Vec<String> {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Source scan (coverage: everything abi.rs / consts.rs declare is in the list).
+// Source scan (coverage: everything fi/abi/ and consts.rs declare is in the list).
 // ---------------------------------------------------------------------------------------------
 
 fn source_names() -> Vec<String> {
-    let abi = include_str!("../fi/abi.rs");
+    // Every file of fi/abi/ (one per header), read from the tree so a new file cannot escape.
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fi/abi");
+    let mut files: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
+    files.retain(|p| p.extension().is_some_and(|x| x == "rs"));
+    files.sort();
+    assert!(files.len() >= 11, "fi/abi/ holds mod.rs and one file per header: {files:?}");
+    let abi: String = files.iter().map(|p| std::fs::read_to_string(p).unwrap() + "\n").collect();
     let consts = include_str!("../fi/consts.rs");
     let mut v = Vec::new();
     let mut current: Option<String> = None;
@@ -1260,7 +1266,7 @@ fn abi_matches_libfabric_1_17_headers() {
         "coverage",
         "test list",
         &model.names(true),
-        "abi.rs/consts.rs",
+        "fi/abi/*.rs, consts.rs",
         &src,
     ));
 

@@ -1,6 +1,6 @@
 //! The ABI of every libfabric core rsverbs serves, against the mirrors.
 //!
-//! `abi_layout.rs` proves `fi/abi.rs` and `fi/consts.rs` equal to the 1.17
+//! `abi_layout.rs` proves `fi/abi/` and `fi/consts.rs` equal to the 1.17
 //! headers field by field. This test takes the same list (read from
 //! `abi_layout.rs`), compiles it against the headers of each other core that
 //! `ci/cores.sh` built (`$RSVERBS_CORES/<version>/include`: 2.1.0 in the test
@@ -15,7 +15,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-#[path = "../fi/abi.rs"]
+#[path = "../fi/abi/mod.rs"]
 #[allow(dead_code, non_camel_case_types)]
 mod abi;
 
