@@ -409,7 +409,14 @@ unsafe extern "C" fn ep_join(_e: *mut fid_ep, _a: *const c_void, _f: u64, _mc: *
 
 // ---- messages ----
 
-const TX_FLAGS: u64 = FI_COMPLETION | FI_INJECT | FI_INJECT_COMPLETE | FI_TRANSMIT_COMPLETE | FI_REMOTE_CQ_DATA | FI_MORE;
+/// `fi_sendmsg` flags: the DGRAM op flags and `FI_DELIVERY_COMPLETE`. fi_cq(3)
+/// says delivery complete applies only to reliable endpoints; on an unreliable
+/// one the strongest completion is "delivered to the fabric", which is what a
+/// DGRAM send completion reports. libfabric's verbs DGRAM takes the flag the
+/// same way, and fabtests 1.22's in-band `ft_sync` sends with it on DGRAM
+/// endpoints (`fi_dgram_waitset`). `FI_COMMIT_COMPLETE` and
+/// `FI_MATCH_COMPLETE` stay refused (`-FI_EBADFLAGS`).
+const TX_FLAGS: u64 = crate::dgram::info::DGRAM_OP_FLAGS | FI_DELIVERY_COMPLETE;
 const RX_FLAGS: u64 = FI_COMPLETION | FI_MORE;
 
 #[allow(clippy::too_many_arguments)]

@@ -13,14 +13,19 @@
  *    fi_av_lookup gives them back; fi_av_straddr says fi_addr_ib_ud://;
  *  - both ways (A->B, B->A): fi_send (a full max_msg_size message), fi_senddata
  *    (FI_REMOTE_CQ_DATA and its data at the receiver), fi_inject and
- *    fi_injectdata (no transmit completion); each receive checks its bytes
+ *    fi_injectdata (no transmit completion), and fi_sendmsg with
+ *    FI_DELIVERY_COMPLETE (accepted as libfabric's verbs DGRAM does, with a
+ *    transmit completion: fabtests 1.22's in-band sync sends so on DGRAM
+ *    endpoints); each receive checks its bytes
  *    (after the prefix), its len (payload + prefix, as libfabric's verbs
  *    counts the GRH), FI_RECV|FI_MSG, its buf, and FI_SOURCE: fi_cq_readfrom
  *    names the sender's fi_addr;
- *  - counters bound with FI_SEND (A) and FI_RECV (B) count A's 6 sends
- *    (injects included) and B's 6 receives of the first direction;
+ *  - counters bound with FI_SEND (A) and FI_RECV (B) count A's 7 sends
+ *    (injects included) and B's 7 receives of the first direction;
  *  - a send one byte over max_msg_size and an inject over inject_size fail
- *    with -FI_EMSGSIZE; a send to an fi_addr not in the AV fails.
+ *    with -FI_EMSGSIZE; a send to an fi_addr not in the AV fails;
+ *    fi_sendmsg with FI_COMMIT_COMPLETE (persistent memory, reliable
+ *    endpoints only) fails with -FI_EBADFLAGS.
  *
  * Output: PASS dgram_sendrecv / FAIL dgram_sendrecv: <first failure>.
  */
@@ -78,10 +83,13 @@ static void fill(char *p, size_t n, int seed)
 		p[i] = (char)(seed * 31 + i * 7);
 }
 
-/* One message from x to y: kind 0 send, 1 senddata, 2 inject, 3 injectdata. */
+/* One message from x to y: kind 0 send, 1 senddata, 2 inject, 3 injectdata,
+ * 4 sendmsg with FI_DELIVERY_COMPLETE. */
 static void one(struct side *x, struct side *y, int kind, size_t len, int seed)
 {
-	static const char *kinds[] = { "fi_send", "fi_senddata", "fi_inject", "fi_injectdata" };
+	static const char *kinds[] = { "fi_send", "fi_senddata", "fi_inject", "fi_injectdata",
+				       "fi_sendmsg(FI_DELIVERY_COMPLETE)" };
+	bool inj = kind == 2 || kind == 3;
 	char what[128];
 	snprintf(what, sizeof(what), "%s %s->%s len %zu (prefix %zu)", kinds[kind], x->tag, y->tag, len, prefix);
 	memset(y->rx, 0xee, prefix + max_msg + 1); /* one byte past the posted buffer too */
@@ -96,15 +104,21 @@ static void one(struct side *x, struct side *y, int kind, size_t len, int seed)
 	case 1: CHK(fi_senddata(x->ep, x->tx, n, desc, data, y->addr, x->tx)); break;
 	case 2: CHK(fi_inject(x->ep, x->tx, n, y->addr)); break;
 	case 3: CHK(fi_injectdata(x->ep, x->tx, n, data, y->addr)); break;
+	case 4: {
+		struct iovec iov = { .iov_base = x->tx, .iov_len = n };
+		struct fi_msg m = { .msg_iov = &iov, .desc = &desc, .iov_count = 1, .addr = y->addr, .context = x->tx };
+		CHK(fi_sendmsg(x->ep, &m, FI_COMPLETION | FI_DELIVERY_COMPLETE));
+		break;
+	}
 	}
 	struct fi_cq_data_entry e;
-	if (kind < 2) {
+	if (!inj) {
 		wait_comp(x, &e, NULL, what);
 		EXPECT(e.op_context == x->tx, "%s: send completion context %p", what, e.op_context);
 		EXPECT((e.flags & (FI_SEND | FI_MSG)) == (FI_SEND | FI_MSG), "%s: send completion flags %#llx", what,
 		       (unsigned long long)e.flags);
 	}
-	if (kind >= 2)
+	if (inj)
 		memset(x->tx, 0, n); /* inject: the buffer is ours again at once */
 	fi_addr_t src = FI_ADDR_NOTAVAIL;
 	wait_comp(y, &e, &src, what);
@@ -129,7 +143,7 @@ static void one(struct side *x, struct side *y, int kind, size_t len, int seed)
 			fail("%s: byte %zu is %#x, sent %#x", what, i, (unsigned char)y->rx[prefix + i], (unsigned char)want[i]);
 	free(want);
 	EXPECT((unsigned char)y->rx[prefix + len] == 0xee, "%s: the receive wrote past the message", what);
-	if (kind >= 2) {
+	if (inj) {
 		ssize_t r = fi_cq_read(x->cq, &e, 1);
 		EXPECT(r == -FI_EAGAIN, "%s: the inject gave a transmit completion (%zd)", what, r);
 	}
@@ -223,17 +237,18 @@ static void run(bool with_prefix)
 		one(x, y, 2, inject_size < 64 ? inject_size : 64, 4 + dir);
 		one(x, y, 3, 8, 5 + dir);
 		one(x, y, 0, 0, 6 + dir);
+		one(x, y, 4, 16, 7 + dir);
 	}
 
-	/* A sent 6 messages (injects included) and B received 6, in the first
+	/* A sent 7 messages (injects included) and B received 7, in the first
 	 * direction; the counters get them as the endpoints progress (a counter
 	 * read progresses its endpoints). */
 	uint64_t t0 = now_ms();
-	while ((fi_cntr_read(csend) < 6 || fi_cntr_read(crecv) < 6) && now_ms() - t0 < WAIT_MS)
+	while ((fi_cntr_read(csend) < 7 || fi_cntr_read(crecv) < 7) && now_ms() - t0 < WAIT_MS)
 		;
-	EXPECT(fi_cntr_read(csend) == 6 && fi_cntr_read(crecv) == 6 && fi_cntr_readerr(csend) == 0 &&
+	EXPECT(fi_cntr_read(csend) == 7 && fi_cntr_read(crecv) == 7 && fi_cntr_readerr(csend) == 0 &&
 		       fi_cntr_readerr(crecv) == 0,
-	       "counters: A's sends %llu (err %llu), B's receives %llu (err %llu), want 6 and 6",
+	       "counters: A's sends %llu (err %llu), B's receives %llu (err %llu), want 7 and 7",
 	       (unsigned long long)fi_cntr_read(csend), (unsigned long long)fi_cntr_readerr(csend),
 	       (unsigned long long)fi_cntr_read(crecv), (unsigned long long)fi_cntr_readerr(crecv));
 
@@ -244,6 +259,10 @@ static void run(bool with_prefix)
 	EXPECT(r == -FI_EMSGSIZE, "fi_inject of inject_size + 1 returned %zd, want -FI_EMSGSIZE", r);
 	r = fi_send(s[0].ep, s[0].tx, 8, desc, 77, NULL);
 	EXPECT(r < 0, "fi_send to an fi_addr not in the AV returned %zd", r);
+	struct iovec iov = { .iov_base = s[0].tx, .iov_len = prefix + 8 };
+	struct fi_msg m = { .msg_iov = &iov, .desc = &desc, .iov_count = 1, .addr = s[1].addr };
+	r = fi_sendmsg(s[0].ep, &m, FI_COMPLETION | FI_COMMIT_COMPLETE);
+	EXPECT(r == -FI_EBADFLAGS, "fi_sendmsg with FI_COMMIT_COMPLETE returned %zd, want -FI_EBADFLAGS", r);
 
 	for (int i = 0; i < 2; i++) {
 		CHK(fi_close(&s[i].ep->fid));
