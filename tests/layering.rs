@@ -4,7 +4,8 @@
 //!   `src/lib.rs` names it, to declare the module;
 //! * the vocabulary (`fi/`) imports neither the core nor the C layer;
 //! * no two core modules import each other (`cq` and `cntr`, `credits` and
-//!   `srq` did), except the pairs listed in `KNOWN_CYCLES` with their reason.
+//!   `srq` did), except the pairs listed in `KNOWN_CYCLES` with their reason;
+//!   a file of a split module (`cq/wrid.rs`) counts as part of that module.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -17,6 +18,12 @@ const KNOWN_CYCLES: &[(&str, &str, &str)] = &[
         "dgram::info",
         "info",
         "fi_getinfo dispatches FI_EP_DGRAM requests to dgram::info, which answers them with info's shared hint matching",
+    ),
+    (
+        "dgram::ep",
+        "info",
+        "an fi_info carries FI_ADDR_IB_UD addresses (dgram::UdName), and DGRAM endpoints are opened from an fi_info \
+         (as ep/info; the scan found it once a split module's files counted as the module)",
     ),
 ];
 
@@ -142,11 +149,14 @@ fn no_two_core_modules_import_each_other() {
         deps.iter().any(|(m, d)| (m == "cq" || m.starts_with("cq::")) && d.contains("cntr")),
         "the scan sees cq's imports"
     );
-    let mut cycles = Vec::new();
+    // A file of a split module belongs to it (cq::wrid is cq's): importing `cq` reaches what cq
+    // re-exports from its files, so `b` importing `cq` closes a circle with `cq::wrid` importing `b`.
+    let within = |a: &str, t: &str| a == t || a.starts_with(&format!("{t}::"));
+    let mut cycles = BTreeSet::new();
     for (a, da) in &deps {
         for b in da {
-            if a < b && deps.get(b).is_some_and(|db| db.contains(a)) {
-                cycles.push((a.clone(), b.clone()));
+            if deps.get(b).is_some_and(|db| db.iter().any(|t| within(a, t))) {
+                cycles.insert(if a < b { (a.clone(), b.clone()) } else { (b.clone(), a.clone()) });
             }
         }
     }
