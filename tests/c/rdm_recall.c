@@ -18,7 +18,11 @@
  * receive buffers" nor a pool grown "for peers stuck without credits". Both
  * are rsverbs' remedies, after a second, for peers that are never
  * progressed (rdm_idle_peers); with progressing peers they are a second's
- * stall each. Before the fix the idle endpoints never answered a recall:
+ * stall each. The log is checked from M's "peers connected" line on: while
+ * the child sets up its next endpoint (fi_enable pins its buffers, which can
+ * take over a second under emulation) it progresses none of the connected
+ * ones, whose last message may still wait for credits, so the remedy may
+ * rightly run then (seen once in the lab, session 31). Before the fix the idle endpoints never answered a recall:
  * receiving one did not list them for sending (they had nothing queued), so
  * M's connection to itself waited 1 s and then stalled for 1 s about every
  * 80 messages.
@@ -81,9 +85,13 @@ static void server(void)
 	if (rdm_rsverbs) {
 		EXPECT(strstr(log, "rdm: registered bytes (") != NULL,
 		       "no 'registered bytes' line in the log (is FI_LOG_LEVEL=info honoured?)");
-		const char *w = strstr(log, "for free receive buffers");
+		/* from the moment every idle peer is connected and progressed (the
+		 * logmsg above goes through the same teed stderr, in order) */
+		const char *idle = strstr(log, "peers connected; they stay idle");
+		EXPECT(idle != NULL, "no 'peers connected' line of this test in the log");
+		const char *w = strstr(idle, "for free receive buffers");
 		EXPECT(!w, "a connection waited for free receive buffers: the idle peers did not answer recalls");
-		const char *s = strstr(log, "for peers stuck without credits");
+		const char *s = strstr(idle, "for peers stuck without credits");
 		EXPECT(!s, "the pool was grown for a starving peer: the idle peers did not answer recalls");
 	} else {
 		logmsg("not rsverbs: only the deliveries are checked");
