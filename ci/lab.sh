@@ -228,7 +228,7 @@ cmd_run() {
     printf 'LAB_T0=%q\n' "$(date +%s)"
     # Suite knobs set on the host reach the guest script.
     local v
-    for v in $(compgen -e | grep -E '^(SUITE_|SKIP_|PP_|CTEST_|FI_|RSVERBS_|TEST_)'); do
+    for v in $(compgen -e | grep -E '^(SUITE_|SKIP_|PP_|CTEST_|FI_|RSVERBS_|TEST_|MSGCOST_)'); do
       printf 'export %s=%q\n' "$v" "${!v}"
     done
   } >"$out/.lab-env"
