@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Guest script: instructions per small RDM message, exactly, for rsverbs (and
-# BENCH_BEFORE_PROV, a second build) beside verbs;ofi_rxm.
+# Guest script: instructions per small RDM message, exactly, for rsverbs' native
+# RDM (and RSVERBS_BEFORE_PROV, a second build), libfabric's ofi_rxm over
+# rsverbs' MSG endpoints (rsverbs_rxm: Mercury's stack), and ofi_rxm over
+# libfabric's C verbs (verbs_rxm).
 #
 #   ci/lab.sh run ci/guest/msgcost.sh OUTDIR
 #
@@ -47,6 +49,10 @@ PROV="${RSVERBS_PROV_DIR:-$PWD/target/prov}"
 contenders="rsverbs:$PROV"
 before="${RSVERBS_BEFORE_PROV:-}"
 [ -n "$before" ] && contenders="$contenders rsverbs_before:$before"
+# rsverbs_rxm: libfabric's own ofi_rxm over rsverbs' MSG endpoints (what
+# Mercury runs: it asks "verbs;ofi_rxm" by name), beside verbs_rxm, the same
+# ofi_rxm over libfabric's C verbs. MSGCOST_RXM_OVER_RSVERBS=0 leaves it out.
+[ "${MSGCOST_RXM_OVER_RSVERBS:-1}" = 1 ] && contenders="$contenders rsverbs_rxm:$PROV"
 contenders="$contenders verbs_rxm:"
 
 # instructions of one callgrind run (PROGRAM TOTALS)
@@ -68,6 +74,7 @@ cmcost() {
 if [ "${MSGCOST_EP:-rdm}" = msg ]; then
   port=47990
   for c in ${contenders% verbs_rxm:} verbs:; do
+    case $c in rsverbs_rxm:*) continue ;; esac
     name=${c%%:*} dir=${c#*:}
     if [ "$name" = verbs ]; then
       envs="-u FI_PROVIDER_PATH FI_VERBS_IFACE=${LAB_NETDEV:-dummy0}"
@@ -101,6 +108,8 @@ for c in $contenders; do
   name=${c%%:*} dir=${c#*:}
   if [ "$name" = verbs_rxm ]; then
     envs="-u FI_PROVIDER_PATH FI_VERBS_IFACE=${LAB_NETDEV:-dummy0} FI_UNIVERSE_SIZE=64"; prov='verbs;ofi_rxm'
+  elif [ "$name" = rsverbs_rxm ]; then
+    envs="FI_PROVIDER_PATH=$dir"; prov='verbs;ofi_rxm'
   else
     envs="FI_PROVIDER_PATH=$dir"; prov=verbs
   fi
