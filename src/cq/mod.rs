@@ -104,6 +104,9 @@ impl State {
     }
 }
 
+/// Completions one poll of the verbs CQ takes at most in a read.
+const READ_BATCH: usize = 64;
+
 /// The credit counters of the QPs completing on a CQ, by QP number.
 type QpTable = RwLock<HashMap<u32, Arc<QpCounters>>>;
 
@@ -192,6 +195,8 @@ pub struct Cq {
     /// endpoints use stays empty (they complete on their own CQ and queue
     /// here in software): reads skip polling it.
     used: std::sync::atomic::AtomicBool,
+    /// Completions a read polls for at least (`FI_VERBS_CQREAD_BUNCH_SIZE`),
+    /// at most `READ_BATCH`: clamped when the CQ opens, not on every read.
     bunch: usize,
     /// Software progress of the objects completing here (RDM and DGRAM
     /// endpoints). Their event fds are members of `wait`, so the CQ's fd
@@ -282,7 +287,7 @@ impl Cq {
             hooked: std::sync::atomic::AtomicBool::new(false),
             soft_pushes: std::sync::atomic::AtomicU64::new(0),
             queued: AtomicUsize::new(0),
-            bunch: config::get().cqread_bunch_size.max(1),
+            bunch: config::get().cqread_bunch_size.clamp(1, READ_BATCH),
             hooks: RwLock::new(Vec::new()),
             waitset: Mutex::new(None),
             woken: std::sync::atomic::AtomicBool::new(false),
@@ -498,7 +503,15 @@ impl Cq {
         // look, without taking the lock again (most of a busy poll). An
         // empty queue (`queued`) is seen without the lock at all. The count
         // is read first: a push it missed shows in the count after the pass.
-        if max > 0 && self.hooked.load(std::sync::atomic::Ordering::Acquire) {
+        // One look at `hooked`: a CQ of MSG endpoints only (every CQ read
+        // under ofi_rxm, Mercury's busy poll among them) goes straight to
+        // its lock and the verbs CQ.
+        if self.hooked.load(std::sync::atomic::Ordering::Acquire) {
+            if max == 0 {
+                // A read of nothing: a call for progress.
+                self.run_hooks_now();
+                return Ok(0);
+            }
             let seen = self.soft_pushes.load(std::sync::atomic::Ordering::Acquire);
             let mut err = false;
             if self.queued.load(std::sync::atomic::Ordering::Acquire) != 0 {
@@ -508,26 +521,36 @@ impl Cq {
                 }
                 err = st.head_is_err();
             }
-            self.run_hooks();
+            self.run_hooks_now();
             if !self.used.load(std::sync::atomic::Ordering::Acquire)
                 && self.soft_pushes.load(std::sync::atomic::Ordering::Acquire) == seen
             {
                 return Err(if err { FiError::AVAIL } else { FiError::AGAIN });
             }
-        } else {
-            self.run_hooks();
-            if max == 0 {
-                return Ok(0);
-            }
+        } else if max == 0 {
+            return Ok(0);
         }
         let mut st = self.lock_state();
+        if st.queue.is_empty() {
+            // Nothing queued in software (nearly every read of an MSG
+            // endpoint's CQ): the verbs CQ alone, if a QP completes on it.
+            let n = if self.used.load(std::sync::atomic::Ordering::Acquire) { self.read_verbs(&mut st, 0, max, out)? } else { 0 };
+            return Self::answer(&st, n);
+        }
         // What is queued first, up to the first error entry.
-        let mut n = if st.queue.is_empty() { 0 } else { st.pop_ready(max, out) };
+        let mut n = st.pop_ready(max, out);
         // Then the verbs CQ, if any QP completes on it (not for a CQ of RDM
         // endpoints only, whose entries all come from their progress).
         if self.used.load(std::sync::atomic::Ordering::Acquire) && n < max && st.queue.is_empty() {
             n = self.read_verbs(&mut st, n, max, out)?;
         }
+        Self::answer(&st, n)
+    }
+
+    /// What a read that handed out `n` entries returns: `n`, else
+    /// `FI_EAVAIL` when an error entry is next, else `FI_EAGAIN`.
+    #[inline(always)]
+    fn answer(st: &State, n: usize) -> FiResult<usize> {
         if n > 0 {
             Ok(n)
         } else if st.head_is_err() {
@@ -542,11 +565,11 @@ impl Cq {
     /// written already); the rest is queued. Returns the entries written.
     #[inline(always)]
     fn read_verbs<F: FnMut(&Completion)>(&self, st: &mut StateGuard<'_>, mut n: usize, max: usize, out: &mut F) -> FiResult<usize> {
-        const MAXB: usize = 64;
-        let mut wcs = verbs::WcBuf::<MAXB>::new();
+        let mut wcs = verbs::WcBuf::<READ_BATCH>::new();
         // The caller saw room and an empty queue: checked again after each poll.
         loop {
-            let want = (max - n).clamp(self.bunch.min(MAXB), MAXB);
+            // At least `bunch` (at most READ_BATCH, clamped at open).
+            let want = (max - n).max(self.bunch).min(READ_BATCH);
             let Some(vcq) = self.vcq.get() else { break };
             let polled = match vcq.poll_buf(&mut wcs, want) {
                 Ok(g) => g,
