@@ -25,7 +25,9 @@ pub struct Config {
     pub rx_iov_limit: usize,
     /// `FI_VERBS_GID_IDX`: GID index used to name the fabric (0).
     pub gid_idx: i32,
-    /// `FI_VERBS_CQREAD_BUNCH_SIZE`: completions polled from verbs per call (8).
+    /// `FI_VERBS_CQREAD_BUNCH_SIZE`: completions a read polls from verbs at
+    /// least (1: what the caller asks for, as libfabric's verbs, which parses
+    /// this variable with a default of 8 but polls one entry at a time).
     pub cqread_bunch_size: usize,
     /// `FI_VERBS_MIN_RNR_TIMER`: the RNR NAK timer every connected QP advertises
     /// (IB encoding 0..=31, default 12 = 0.64 ms, as libfabric's verbs), set once the
@@ -73,7 +75,7 @@ impl Config {
             tx_iov_limit: env_usize("FI_VERBS_TX_IOV_LIMIT").filter(|&n| n > 0).unwrap_or(4),
             rx_iov_limit: env_usize("FI_VERBS_RX_IOV_LIMIT").filter(|&n| n > 0).unwrap_or(4),
             gid_idx: env_usize("FI_VERBS_GID_IDX").unwrap_or(0) as i32,
-            cqread_bunch_size: env_usize("FI_VERBS_CQREAD_BUNCH_SIZE").filter(|&n| n > 0).unwrap_or(8).min(256),
+            cqread_bunch_size: env_usize("FI_VERBS_CQREAD_BUNCH_SIZE").filter(|&n| n > 0).unwrap_or(1).min(256),
             min_rnr_timer: env_usize("FI_VERBS_MIN_RNR_TIMER").unwrap_or(12).min(31) as u8,
             mr_cache_max_count: env_usize("FI_MR_CACHE_MAX_COUNT").unwrap_or(MR_CACHE_MAX_COUNT),
             mr_cache_max_size: env_usize("FI_MR_CACHE_MAX_SIZE").unwrap_or(MR_CACHE_MAX_SIZE),

@@ -36,7 +36,7 @@ pub(super) fn with_params<R>(f: impl FnOnce(&mut BTreeMap<String, Param>) -> R) 
             (Some("verbs"), "tx_iov_limit", FI_PARAM_SIZE_T, "Default transmit iov limit (4)"),
             (Some("verbs"), "rx_iov_limit", FI_PARAM_SIZE_T, "Default receive iov limit (4)"),
             (Some("verbs"), "gid_idx", FI_PARAM_INT, "GID index naming the fabric (0)"),
-            (Some("verbs"), "cqread_bunch_size", FI_PARAM_SIZE_T, "Completions polled from verbs per batch (8)"),
+            (Some("verbs"), "cqread_bunch_size", FI_PARAM_SIZE_T, "Completions a CQ read polls from verbs at least (1)"),
             (Some("rsverbs"), "name", FI_PARAM_STRING, "Provider name rsverbs registers (verbs)"),
             (Some("rsverbs"), "eager_size", FI_PARAM_SIZE_T, "RDM: largest message sent eagerly (16384)"),
             (Some("rsverbs"), "peer_credits", FI_PARAM_SIZE_T, "RDM: receive buffers an endpoint posts per peer (32)"),
