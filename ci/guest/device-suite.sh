@@ -358,6 +358,17 @@ if [ "$SUITE_PROVIDER" = rsverbs ] && selected msg_mrcache_nocache; then
     run_ctest msg_mrcache_nocache msg_mrcache
   )
 fi
+# ---- read-ahead: FI_VERBS_CQREAD_BUNCH_SIZE=8 makes a one-entry fi_cq_read
+# poll 8 from verbs and keep the rest in software (the default, 1, polls what
+# is asked, as libfabric's verbs).  msg_sendrecv's phase 7 reads 64
+# completions one at a time, and phase 8 an error entry behind successes:
+# order, contexts and the error must come through the software queue intact.
+if [ "$SUITE_PROVIDER" = rsverbs ] && selected msg_sendrecv_bunch8; then
+  (
+    export FI_VERBS_CQREAD_BUNCH_SIZE=8 TEST_NAME=msg_sendrecv_bunch8
+    run_ctest msg_sendrecv_bunch8 msg_sendrecv
+  )
+fi
 if [ "$SUITE_PROVIDER" = rsverbs ] && selected rdm_nomrlocal_dropin; then
   log="$LAB_OUT/rdm_nomrlocal_dropin.log"
   lab_log "ctest rdm_nomrlocal_dropin: $bin/rdm_nomrlocal on ${RSVERBS_DROPIN_DIR:-$PWD/target/dropin}/libfabric.so.1"
