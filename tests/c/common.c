@@ -198,6 +198,12 @@ static void on_alarm(int sig)
 
 /* ---- process structure ---------------------------------------------------- */
 
+const char *test_name_env(const char *dflt)
+{
+	const char *tn = getenv("TEST_NAME");
+	return tn && *tn ? tn : dflt;
+}
+
 bool test_start(const char *name)
 {
 	int sv[2], rp[2];

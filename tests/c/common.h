@@ -106,6 +106,9 @@ void deviation(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  * and fork.  Returns true in the parent (server), false in the child.
  */
 bool test_start(const char *name);
+/* The name the suite gives a rerun of a test in TEST_NAME (a variant with
+ * other settings), else dflt. */
+const char *test_name_env(const char *dflt);
 /* Parent: wait for the child, print PASS (or FAIL if the child failed), exit. */
 void test_finish(void) __attribute__((noreturn));
 /* Child: successful end of the client. */

@@ -415,8 +415,7 @@ int main(void)
 	/* TEST_NAME: the suite runs it again as msg_sendrecv_bunch8
 	 * (FI_VERBS_CQREAD_BUNCH_SIZE=8: completions read ahead wait in
 	 * software). */
-	const char *tn = getenv("TEST_NAME");
-	if (test_start(tn && *tn ? tn : "msg_sendrecv"))
+	if (test_start(test_name_env("msg_sendrecv")))
 		server();
 	else
 		client();

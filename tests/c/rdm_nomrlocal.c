@@ -121,8 +121,8 @@ int main(void)
 	struct rma_info ri;
 	const char *mon = getenv("FI_MR_CACHE_MONITOR");
 	nocache = mon && !strcmp(mon, "disabled");
-	const char *tn = getenv("TEST_NAME"); /* the suite's drop-in run */
-	bool srv = test_start(tn && *tn ? tn : nocache ? "rdm_nomrlocal_nocache" : "rdm_nomrlocal");
+	/* TEST_NAME: the suite's drop-in run */
+	bool srv = test_start(test_name_env(nocache ? "rdm_nomrlocal_nocache" : "rdm_nomrlocal"));
 	open_nolocal(FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE);
 	rdm_exchange(&r, true);
 	/* Plain malloc: the heap, as applications allocate. */

@@ -425,8 +425,7 @@ int main(void)
 	/* TEST_NAME: the suite runs it again as rxm_mercury_info_srx
 	 * (FI_OFI_RXM_USE_SRX=1: rxm receives through rsverbs' shared
 	 * receive contexts). */
-	const char *tn = getenv("TEST_NAME");
-	bool srv = test_start(tn && *tn ? tn : "rxm_mercury_info");
+	bool srv = test_start(test_name_env("rxm_mercury_info"));
 	if (srv)
 		log_verbs_rdm();
 	open_all();

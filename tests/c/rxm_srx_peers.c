@@ -143,8 +143,7 @@ static void client(void)
 
 int main(void)
 {
-	const char *tn = getenv("TEST_NAME");
-	if (test_start(tn && *tn ? tn : "rxm_srx_peers"))
+	if (test_start(test_name_env("rxm_srx_peers")))
 		server();
 	else
 		client();
