@@ -129,6 +129,30 @@ impl Eq {
         self.handlers.lock().remove(&token);
     }
 
+    /// An object bound with `token` is closing: no more of its rdma-cm
+    /// events, and the entries it left queued but unread are dropped, as
+    /// libfabric's verbs does (`vrb_eq_remove_events`). Such an entry would
+    /// name a freed `fid`; an application that follows it (ofi_rxm reads
+    /// `fid->context`) would reach freed memory, or another endpoint
+    /// allocated at the same address. Entries written by `fi_eq_write` stay.
+    pub fn forget(&self, token: u64, fid: usize) {
+        self.unregister(token);
+        if fid == 0 {
+            return;
+        }
+        let mut st = self.state.lock();
+        let before = st.queue.len();
+        st.queue.retain(|e| match e {
+            Ok(EqEntry::Cm { fid: f, .. }) => *f != fid,
+            Err(e) => e.fid != fid,
+            Ok(EqEntry::User { .. }) => true,
+        });
+        let dropped = before - st.queue.len();
+        if dropped > 0 {
+            tracing::debug!("eq: dropped {dropped} unread event(s) of closed fid {fid:#x}");
+        }
+    }
+
     /// Queues an entry produced outside the CM channel (and wakes waiters).
     pub fn push(&self, e: Result<EqEntry, EqErr>) -> FiResult<()> {
         let mut st = self.state.lock();

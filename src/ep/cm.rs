@@ -368,7 +368,7 @@ impl Pep {
 
     pub fn close(&self) -> FiResult<()> {
         if let Some((eq, token)) = self.eq.lock().take() {
-            eq.unregister(token);
+            eq.forget(token, self.fid());
         }
         Ok(())
     }

@@ -435,7 +435,7 @@ impl MsgEp {
         self.set_state(EpState::Shutdown);
         let mut b = self.binds.lock();
         if let Some((eq, token)) = b.eq.take() {
-            eq.unregister(token);
+            eq.forget(token, self.fid.load(Ordering::Acquire));
         }
         if let Some(p) = self.path.get() {
             for c in [&p.tx_cq, &p.rx_cq].into_iter().flatten() {
