@@ -27,12 +27,14 @@
 
 #define SETTLE_MS 1500
 
+union eqbuf {
+	struct fi_eq_cm_entry e;
+	uint8_t raw[sizeof(struct fi_eq_cm_entry) + 512];
+};
+
 static void expect_nothing(struct tctx *t, const void *closed, const char *what)
 {
-	union {
-		struct fi_eq_cm_entry e;
-		uint8_t raw[sizeof(struct fi_eq_cm_entry) + 512];
-	} u;
+	union eqbuf u;
 	uint64_t t0 = now_ms();
 	int reads = 0;
 	while (now_ms() - t0 < 1000) {
@@ -69,6 +71,16 @@ static struct fid_ep *open_ep(struct tctx *t, struct fi_info *info)
 	return ep;
 }
 
+/* The next EQ entry is FI_CONNECTED for ep. */
+static void wait_connected(struct tctx *t, struct fid_ep *ep, const char *what)
+{
+	union eqbuf u;
+	uint32_t ev = 0;
+	eq_wait(t, &ev, &u, sizeof(u), WAIT_MS);
+	EXPECT(ev == FI_CONNECTED && u.e.fid == &ep->fid, "%s: %s fid %p (ep %p)", what, ev_name(ev),
+	       (void *)u.e.fid, (void *)&ep->fid);
+}
+
 static void server(void)
 {
 	struct tctx t;
@@ -84,20 +96,14 @@ static void server(void)
 	struct fi_info *info2 = server_wait_connreq(&t, NULL, NULL, NULL);
 	struct fid_ep *ep2 = open_ep(&t, info2);
 	CHK(fi_accept(ep2, NULL, 0));
-	union {
-		struct fi_eq_cm_entry e;
-		uint8_t raw[sizeof(struct fi_eq_cm_entry) + 512];
-	} u;
-	uint32_t ev = 0;
-	eq_wait(&t, &ev, &u, sizeof(u), WAIT_MS);
-	EXPECT(ev == FI_CONNECTED && u.e.fid == &ep2->fid, "second accept: %s fid %p (ep %p)",
-	       ev_name(ev), (void *)u.e.fid, (void *)&ep2->fid);
+	wait_connected(&t, ep2, "second accept");
 	fi_freeinfo(info2);
 	oob_signal(1);
 	oob_wait(2); /* the client closed both endpoints */
 	sleep_ms(SETTLE_MS);
 
-	ev = 0;
+	union eqbuf u;
+	uint32_t ev = 0;
 	eq_wait(&t, &ev, &u, sizeof(u), WAIT_MS);
 	EXPECT(ev == FI_SHUTDOWN, "expected FI_SHUTDOWN, got %s", ev_name(ev));
 	struct fid_ep *other;
@@ -147,13 +153,7 @@ static void client(void)
 	client_connect(&t, NULL, 0, NULL, NULL, NULL);
 	struct fid_ep *ep2 = open_ep(&t, t.info);
 	CHK(fi_connect(ep2, t.info->dest_addr, NULL, 0));
-	union {
-		struct fi_eq_cm_entry e;
-		uint8_t raw[sizeof(struct fi_eq_cm_entry) + 512];
-	} u;
-	uint32_t ev = 0;
-	eq_wait(&t, &ev, &u, sizeof(u), WAIT_MS);
-	EXPECT(ev == FI_CONNECTED && u.e.fid == &ep2->fid, "second connect: %s", ev_name(ev));
+	wait_connected(&t, ep2, "second connect");
 	oob_wait(1);
 	CHK(fi_close(&ep2->fid));
 	CHK(fi_close(&t.ep->fid));
@@ -168,6 +168,8 @@ static void client(void)
 	/* Both requests are refused: one by fi_reject, the other when the
 	 * server closed its passive endpoint with the request unread. */
 	bool refused[2] = { false, false };
+	union eqbuf u;
+	uint32_t ev = 0;
 	uint64_t t0 = now_ms();
 	while (!(refused[0] && refused[1])) {
 		if (now_ms() - t0 > WAIT_MS)
