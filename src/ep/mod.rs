@@ -422,20 +422,39 @@ impl MsgEp {
         self.id.peer_addr().filter(|p| !p.ip().is_unspecified()).or(self.info.dest_addr)
     }
 
-    /// `fi_close`: disconnects and releases everything; completions still in
-    /// the CQs for this endpoint are flushed with errors by the device.
+    /// `fi_close`: releases everything. Operations still posted are
+    /// discarded without completions (fi_endpoint(3)): the CQs drop this
+    /// QP's entries from now on.
+    ///
+    /// The caller drops its reference right after (the C layer frees the
+    /// fid), and that drop destroys the QP and then the rdma-cm id, which
+    /// disconnects, as libfabric's verbs does (`rdma_destroy_ep`, no
+    /// `rdma_disconnect` first). Destroyed without an error transition, the
+    /// QP finishes the work under way: rxe completes a receive before it
+    /// sends the ACK, and a QP moved to error drops that ACK, so the peer's
+    /// send of a message this side has received would be flushed when the
+    /// disconnect reaches it. If anything else holds the endpoint (an EQ
+    /// reader delivering its event) the last drop may come later: the QP
+    /// then moves to error now, so that nothing lands in the application's
+    /// buffers after fi_close returns.
     pub fn close(&self) -> FiResult<()> {
         let _g = self.ctl.lock();
-        if matches!(self.state(), EpState::Connected | EpState::Connecting) {
-            let _ = self.id.disconnect();
-        }
-        if let Some(qp) = self.id.qp() {
-            let _ = qp.to_error();
-        }
+        let was = self.state();
         self.set_state(EpState::Shutdown);
         let mut b = self.binds.lock();
         if let Some((eq, token)) = b.eq.take() {
             eq.forget(token, self.fid.load(Ordering::Acquire));
+        }
+        // After `forget`: the EQ hands this endpoint to no one any more.
+        let last = self.self_ref.get().is_some_and(|w| w.strong_count() <= 1);
+        if !last {
+            tracing::debug!("fi_close(ep): endpoint still referenced, QP moved to error now");
+            if matches!(was, EpState::Connected | EpState::Connecting) {
+                let _ = self.id.disconnect();
+            }
+            if let Some(qp) = self.id.qp() {
+                let _ = qp.to_error();
+            }
         }
         if let Some(p) = self.path.get() {
             for c in [&p.tx_cq, &p.rx_cq].into_iter().flatten() {

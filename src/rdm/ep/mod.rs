@@ -785,14 +785,11 @@ impl RdmEp {
         for c in cntrs.all() {
             c.remove_source(&me, self.wait_fd.get().copied());
         }
-        if let Some(net) = net {
-            for c in net.conns.values() {
-                if c.stage == Stage::Up {
-                    let _ = c.id.disconnect();
-                }
-            }
-            drop(net);
-        }
+        // Each connection's QP is destroyed, then its rdma-cm id, which
+        // disconnects (as MSG endpoints close): without an error transition
+        // first, the device finishes the work under way, such as the ACK rxe
+        // owes for a message whose receive completion was already reported.
+        drop(net);
         Ok(())
     }
 
