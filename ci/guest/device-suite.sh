@@ -277,6 +277,7 @@ CTESTS=(
   cq_many:cq_many
   msg_pep_handle:msg_pep_handle
   msg_eq_close:msg_eq_close
+  msg_close_ack:msg_close_ack
   msg_srx:msg_srx
   # issue 23 item 4: RDM without FI_MR_LOCAL (registration cache, uffd monitor)
   rdm_nomrlocal:rdm_nomrlocal
