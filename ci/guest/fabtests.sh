@@ -50,47 +50,6 @@ _ft_rerun() {
   [ "$rc" = 0 ]
 }
 
-# _ft_teardown BLOCK : true if a client-server test failed only because its
-# server's send completed flushed (cq_readerr 125, provider errno 5 =
-# IBV_WC_WR_FLUSH_ERR) in ft_tx: fi_rdm_multi_client's client closes its
-# endpoint as soon as it has received the server's last message, and rxe
-# posts that receive's completion before it sends the RC ACK; if the close
-# (rsverbs: QP to error first) gets there first the ACK is never sent, the
-# client's DREQ reaches the server with the send still unacknowledged, and
-# the send is flushed. The data arrived; the test treats the send's error as
-# fatal. Lab, session 34: 1 run in 70 over rsverbs, 0 in 50 over libfabric
-# 2.1's C verbs (which destroys the QP without the error transition);
-# README, "fabtests' teardown race in the lab".
-_ft_teardown() {
-  grep -q '^  server_cmd:' "$1" && grep -q '^  client_cmd:' "$1" &&
-    grep -q 'cq_readerr 125 (Operation canceled), provider errno: 5 ' "$1" &&
-    grep -q '^    ft_tx(): ' "$1"
-}
-
-# _ft_rerun_pair DIR PREFIX BLOCK : runs the block's server and client once
-# more, alone, in the same environment (the client 1 s after the server, as
-# runfabtests does); appends their output to BLOCK; true if both exit 0.
-_ft_rerun_pair() {
-  local dir="$1" pre="$2" block="$3" scmd ccmd spid src crc
-  scmd=$(sed -n 's/^  server_cmd: *//p' "$block" | head -1)
-  ccmd=$(sed -n 's/^  client_cmd: *//p' "$block" | head -1)
-  [ -n "$scmd" ] && [ -n "$ccmd" ] || return 1
-  printf -- '--- run again alone: server %s; client %s\n' "$scmd" "$ccmd" >>"$block"
-  (cd "$dir" && with_timeout "${FABTESTS_TEST_TIMEOUT:-120}" env -u FI_PROVIDER \
-     LD_LIBRARY_PATH="$pre/lib" FI_PROVIDER_PATH="${FI_PROVIDER_PATH:-$PWD/target/prov}" \
-     PATH="$pre/bin:$PATH" bash -c "$scmd") >"$block.server" 2>&1 &
-  spid=$!
-  sleep 1
-  (cd "$dir" && with_timeout "${FABTESTS_TEST_TIMEOUT:-120}" env -u FI_PROVIDER \
-     LD_LIBRARY_PATH="$pre/lib" FI_PROVIDER_PATH="${FI_PROVIDER_PATH:-$PWD/target/prov}" \
-     PATH="$pre/bin:$PATH" bash -c "$ccmd") >"$block.client" 2>&1
-  crc=$?
-  wait "$spid"; src=$?
-  { echo "--- server (rc $src)"; cat "$block.server"; echo "--- client (rc $crc)"; cat "$block.client"; } >>"$block"
-  rm -f "$block.server" "$block.client"
-  [ "$src" = 0 ] && [ "$crc" = 0 ]
-}
-
 # fabtests_run V PREFIX PROVIDER TAG
 fabtests_run() {
   local v="$1" pre="$2" prov="$3" tag="$4"
@@ -134,12 +93,6 @@ fabtests_run() {
           # and met when the test ran again alone: logged, not a failure.
           lab_log "fabtests: $name failed a timing bound and passed when run again alone ($block)"
           printf '%s\t%s\ttiming retry passed\t%s\n' "$v" "$tag" "$name" >>"$LAB_OUT/fabtests-summary.txt"
-        elif _ft_teardown "$block" && _ft_rerun_pair "$dir" "$pre" "$block"; then
-          # The server's last send was flushed by the client's close (the
-          # teardown race above), and the test passed when run again alone:
-          # logged, not a failure.
-          lab_log "fabtests: $name lost a send's ACK to the client's close and passed when run again alone ($block)"
-          printf '%s\t%s\tteardown retry passed\t%s\n' "$v" "$tag" "$name" >>"$LAB_OUT/fabtests-summary.txt"
         else
           unlisted=$((unlisted + 1))
           record "$entry" 1
