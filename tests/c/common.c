@@ -573,10 +573,7 @@ void server_listen(struct tctx *t)
 struct fi_info *server_wait_connreq(struct tctx *t, void *data, size_t *datalen,
 				    ssize_t *evlen)
 {
-	union {
-		struct fi_eq_cm_entry e;
-		uint8_t raw[sizeof(struct fi_eq_cm_entry) + 512];
-	} u;
+	union eqbuf u;
 	uint32_t event = 0;
 	memset(&u, 0, sizeof(u));
 	ssize_t ret = eq_wait(t, &event, &u, sizeof(u), WAIT_MS);
@@ -629,12 +626,20 @@ void setup_active(struct tctx *t, struct fi_info *info)
 	CHK(fi_enable(t->ep));
 }
 
+struct fid_ep *tctx_open_ep(struct tctx *t, struct fi_info *info)
+{
+	struct fid_ep *ep;
+	CHK(fi_endpoint(t->domain, info, &ep, NULL));
+	CHK(fi_ep_bind(ep, &t->eq->fid, 0));
+	CHK(fi_ep_bind(ep, &t->txcq->fid, t->tx_bind_flags));
+	CHK(fi_ep_bind(ep, &t->rxcq->fid, t->rx_bind_flags));
+	CHK(fi_enable(ep));
+	return ep;
+}
+
 void server_accept(struct tctx *t, const void *param, size_t len)
 {
-	union {
-		struct fi_eq_cm_entry e;
-		uint8_t raw[sizeof(struct fi_eq_cm_entry) + 512];
-	} u;
+	union eqbuf u;
 	uint32_t event = 0;
 	CHK(fi_accept(t->ep, param, len));
 	ssize_t ret = eq_wait(t, &event, &u, sizeof(u), WAIT_MS);
@@ -670,10 +675,7 @@ void client_setup(struct tctx *t)
 void client_connect(struct tctx *t, const void *param, size_t len, void *data,
 		    size_t *datalen, ssize_t *evlen)
 {
-	union {
-		struct fi_eq_cm_entry e;
-		uint8_t raw[sizeof(struct fi_eq_cm_entry) + 512];
-	} u;
+	union eqbuf u;
 	uint32_t event = 0;
 	CHK(fi_connect(t->ep, t->info->dest_addr, param, len));
 	memset(&u, 0, sizeof(u));

@@ -197,8 +197,17 @@ void client_connect(struct tctx *t, const void *param, size_t len, void *data,
 
 /* Close everything that is open (checked). */
 void tctx_close(struct tctx *t);
+/* One more endpoint on t's domain from info, bound to t's EQ and CQs,
+ * enabled (the caller closes it). */
+struct fid_ep *tctx_open_ep(struct tctx *t, struct fi_info *info);
 
 /* ---- event queue helpers --------------------------------------------- */
+
+/* Room for one CM entry and its connection data. */
+union eqbuf {
+	struct fi_eq_cm_entry e;
+	uint8_t raw[sizeof(struct fi_eq_cm_entry) + 512];
+};
 
 /* Poll the EQ until an event arrives (fails on error entry / timeout). */
 ssize_t eq_wait(struct tctx *t, uint32_t *event, void *buf, size_t len,

@@ -31,11 +31,6 @@
 
 #define MSG_LEN 64
 
-union eqbuf {
-	struct fi_eq_cm_entry e;
-	uint8_t raw[sizeof(struct fi_eq_cm_entry) + 512];
-};
-
 static int rounds(void)
 {
 	const char *s = getenv("MSG_CLOSE_ACK_ROUNDS");
@@ -43,23 +38,12 @@ static int rounds(void)
 	return n > 0 ? n : 150;
 }
 
-static struct fid_ep *open_ep(struct tctx *t, struct fi_info *info)
-{
-	struct fid_ep *ep;
-	CHK(fi_endpoint(t->domain, info, &ep, NULL));
-	CHK(fi_ep_bind(ep, &t->eq->fid, 0));
-	CHK(fi_ep_bind(ep, &t->txcq->fid, t->tx_bind_flags));
-	CHK(fi_ep_bind(ep, &t->rxcq->fid, t->rx_bind_flags));
-	CHK(fi_enable(ep));
-	return ep;
-}
-
 /* The endpoint of round r: the one setup_active opened for round 0 (taken
  * out of t, so that tctx_close does not close it again), a new one after. */
 static struct fid_ep *round_ep(struct tctx *t, struct fi_info *info, int r)
 {
 	if (r > 0)
-		return open_ep(t, info);
+		return tctx_open_ep(t, info);
 	struct fid_ep *ep = t->ep;
 	t->ep = NULL;
 	return ep;

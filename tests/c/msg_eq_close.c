@@ -27,11 +27,6 @@
 
 #define SETTLE_MS 1500
 
-union eqbuf {
-	struct fi_eq_cm_entry e;
-	uint8_t raw[sizeof(struct fi_eq_cm_entry) + 512];
-};
-
 static void expect_nothing(struct tctx *t, const void *closed, const char *what)
 {
 	union eqbuf u;
@@ -60,17 +55,6 @@ static void expect_nothing(struct tctx *t, const void *closed, const char *what)
 	logmsg("after closing %s: %d reads, all -FI_EAGAIN", what, reads);
 }
 
-static struct fid_ep *open_ep(struct tctx *t, struct fi_info *info)
-{
-	struct fid_ep *ep;
-	CHK(fi_endpoint(t->domain, info, &ep, NULL));
-	CHK(fi_ep_bind(ep, &t->eq->fid, 0));
-	CHK(fi_ep_bind(ep, &t->txcq->fid, t->tx_bind_flags));
-	CHK(fi_ep_bind(ep, &t->rxcq->fid, t->rx_bind_flags));
-	CHK(fi_enable(ep));
-	return ep;
-}
-
 /* The next EQ entry is FI_CONNECTED for ep. */
 static void wait_connected(struct tctx *t, struct fid_ep *ep, const char *what)
 {
@@ -94,7 +78,7 @@ static void server(void)
 	setup_active(&t, info);
 	server_accept(&t, NULL, 0);
 	struct fi_info *info2 = server_wait_connreq(&t, NULL, NULL, NULL);
-	struct fid_ep *ep2 = open_ep(&t, info2);
+	struct fid_ep *ep2 = tctx_open_ep(&t, info2);
 	CHK(fi_accept(ep2, NULL, 0));
 	wait_connected(&t, ep2, "second accept");
 	fi_freeinfo(info2);
@@ -151,7 +135,7 @@ static void client(void)
 	t.hints = make_hints(FI_MSG, FI_CONTEXT);
 	client_setup(&t);
 	client_connect(&t, NULL, 0, NULL, NULL, NULL);
-	struct fid_ep *ep2 = open_ep(&t, t.info);
+	struct fid_ep *ep2 = tctx_open_ep(&t, t.info);
 	CHK(fi_connect(ep2, t.info->dest_addr, NULL, 0));
 	wait_connected(&t, ep2, "second connect");
 	oob_wait(1);
@@ -161,7 +145,7 @@ static void client(void)
 	oob_signal(2);
 
 	oob_wait(3);
-	struct fid_ep *e3 = open_ep(&t, t.info), *e4 = open_ep(&t, t.info);
+	struct fid_ep *e3 = tctx_open_ep(&t, t.info), *e4 = tctx_open_ep(&t, t.info);
 	CHK(fi_connect(e3, t.info->dest_addr, NULL, 0));
 	CHK(fi_connect(e4, t.info->dest_addr, NULL, 0));
 	oob_signal(4);
