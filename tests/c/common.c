@@ -595,6 +595,14 @@ struct fi_info *server_wait_connreq(struct tctx *t, void *data, size_t *datalen,
 	return u.e.info;
 }
 
+/* Binds ep to t's EQ and CQs. */
+static void bind_tctx(struct tctx *t, struct fid_ep *ep)
+{
+	CHK(fi_ep_bind(ep, &t->eq->fid, 0));
+	CHK(fi_ep_bind(ep, &t->txcq->fid, t->tx_bind_flags));
+	CHK(fi_ep_bind(ep, &t->rxcq->fid, t->rx_bind_flags));
+}
+
 void setup_active(struct tctx *t, struct fi_info *info)
 {
 	struct fi_cq_attr cq_attr;
@@ -618,9 +626,7 @@ void setup_active(struct tctx *t, struct fi_info *info)
 	cq_attr.wait_obj = t->rx_wait;
 	CHK(fi_cq_open(t->domain, &cq_attr, &t->rxcq, NULL));
 
-	CHK(fi_ep_bind(t->ep, &t->eq->fid, 0));
-	CHK(fi_ep_bind(t->ep, &t->txcq->fid, t->tx_bind_flags));
-	CHK(fi_ep_bind(t->ep, &t->rxcq->fid, t->rx_bind_flags));
+	bind_tctx(t, t->ep);
 	if (t->pre_enable)
 		t->pre_enable(t);
 	CHK(fi_enable(t->ep));
@@ -630,9 +636,7 @@ struct fid_ep *tctx_open_ep(struct tctx *t, struct fi_info *info)
 {
 	struct fid_ep *ep;
 	CHK(fi_endpoint(t->domain, info, &ep, NULL));
-	CHK(fi_ep_bind(ep, &t->eq->fid, 0));
-	CHK(fi_ep_bind(ep, &t->txcq->fid, t->tx_bind_flags));
-	CHK(fi_ep_bind(ep, &t->rxcq->fid, t->rx_bind_flags));
+	bind_tctx(t, ep);
 	CHK(fi_enable(ep));
 	return ep;
 }
