@@ -480,6 +480,15 @@ const char *flags_str(uint64_t flags, char *buf, size_t len)
 	return buf;
 }
 
+void eq_expect(struct tctx *t, uint32_t event, struct fid_ep *ep, const char *what)
+{
+	union eqbuf u;
+	uint32_t ev = 0;
+	eq_wait(t, &ev, &u, sizeof(u), WAIT_MS);
+	EXPECT(ev == event && u.e.fid == &ep->fid, "%s: %s fid %p, expected %s of ep %p", what,
+	       ev_name(ev), (void *)u.e.fid, ev_name(event), (void *)&ep->fid);
+}
+
 const char *eq_err_str(struct fid_eq *eq, const struct fi_eq_err_entry *e, char *buf,
 		       size_t len)
 {

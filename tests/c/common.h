@@ -212,6 +212,9 @@ union eqbuf {
 /* Poll the EQ until an event arrives (fails on error entry / timeout). */
 ssize_t eq_wait(struct tctx *t, uint32_t *event, void *buf, size_t len,
 		int timeout_ms);
+/* The next EQ entry is event for ep (fails on anything else, an error entry
+ * or a time-out); what names the wait in the message. */
+void eq_expect(struct tctx *t, uint32_t event, struct fid_ep *ep, const char *what);
 /* Describe an EQ error entry (for messages). */
 const char *eq_err_str(struct fid_eq *eq, const struct fi_eq_err_entry *e,
 		       char *buf, size_t len);

@@ -16,8 +16,8 @@
  * its last receive.
  *
  * Each round, the client posts a receive, connects, reads FI_CONNECTED,
- * busy-polls its receive CQ and closes the endpoint the moment the completion is read. The server
- * accepts, sends one 64-byte message, reads its send completion, waits for
+ * busy-polls its receive CQ and closes the endpoint the moment the
+ * completion is read. The server accepts, sends one 64-byte message, reads its send completion, waits for
  * FI_SHUTDOWN and closes its endpoint. Asserts (fi_msg(3), fi_cq(3),
  * fi_endpoint(3)): every send completes without error; the client gets
  * every message intact.
@@ -58,7 +58,6 @@ static void server(void)
 	int n = rounds(), flushed = 0;
 	char *buf = alloc_buf(MSG_LEN);
 	struct fid_mr *mr = NULL;
-	union eqbuf u;
 	uint64_t t0 = now_ms();
 	for (int r = 0; r < n; r++) {
 		struct fi_info *info = server_wait_connreq(&t, NULL, NULL, NULL);
@@ -70,10 +69,9 @@ static void server(void)
 		if (r > 0)
 			fi_freeinfo(info);
 		CHK(fi_accept(ep, NULL, 0));
-		uint32_t ev = 0;
-		eq_wait(&t, &ev, &u, sizeof(u), WAIT_MS);
-		EXPECT(ev == FI_CONNECTED && u.e.fid == &ep->fid, "round %d: %s fid %p (ep %p)", r,
-		       ev_name(ev), (void *)u.e.fid, (void *)&ep->fid);
+		char what[32];
+		snprintf(what, sizeof(what), "round %d", r);
+		eq_expect(&t, FI_CONNECTED, ep, what);
 
 		fill_pattern(buf, MSG_LEN, (uint32_t)r);
 		struct fi_context ctx;
@@ -94,10 +92,7 @@ static void server(void)
 			flushed++;
 		}
 
-		ev = 0;
-		eq_wait(&t, &ev, &u, sizeof(u), WAIT_MS);
-		EXPECT(ev == FI_SHUTDOWN && u.e.fid == &ep->fid, "round %d: %s fid %p (ep %p)", r,
-		       ev_name(ev), (void *)u.e.fid, (void *)&ep->fid);
+		eq_expect(&t, FI_SHUTDOWN, ep, what);
 		CHK(fi_close(&ep->fid));
 	}
 	logmsg("%d rounds in %llu ms: %d sends failed", n, (unsigned long long)(now_ms() - t0), flushed);
@@ -118,7 +113,6 @@ static void client(void)
 	int n = rounds();
 	char *buf = alloc_buf(MSG_LEN);
 	struct fid_mr *mr = mr_reg(&t, buf, MSG_LEN, FI_RECV);
-	union eqbuf u;
 	for (int r = 0; r < n; r++) {
 		struct fid_ep *ep = round_ep(&t, t.info, r);
 		memset(buf, 0, MSG_LEN);
@@ -126,25 +120,15 @@ static void client(void)
 		CHK(fi_recv(ep, buf, MSG_LEN, fi_mr_desc(mr), 0, &ctx));
 		CHK(fi_connect(ep, t.info->dest_addr, NULL, 0));
 		/* The active side's EQ reads complete the handshake. */
-		uint32_t ev = 0;
-		eq_wait(&t, &ev, &u, sizeof(u), WAIT_MS);
-		EXPECT(ev == FI_CONNECTED && u.e.fid == &ep->fid, "round %d: %s fid %p (ep %p)", r,
-		       ev_name(ev), (void *)u.e.fid, (void *)&ep->fid);
+		char what[32];
+		snprintf(what, sizeof(what), "round %d", r);
+		eq_expect(&t, FI_CONNECTED, ep, what);
 		/* Busy: the close follows the completion as closely as it can. */
 		struct fi_cq_data_entry c;
 		uint64_t t0 = now_ms();
-		ssize_t got;
-		while ((got = fi_cq_read(t.rxcq, &c, 1)) == -FI_EAGAIN) {
+		while (!cq_one_or_again(t.rxcq, fi_cq_read(t.rxcq, &c, 1), "fi_cq_read", what)) {
 			if (now_ms() - t0 > WAIT_MS)
 				fail("round %d: no message within %d ms", r, WAIT_MS);
-		}
-		if (got != 1) {
-			struct fi_cq_err_entry e;
-			char b[512];
-			memset(&e, 0, sizeof(e));
-			if (got == -FI_EAVAIL && fi_cq_readerr(t.rxcq, &e, 0) > 0)
-				fail("round %d: receive failed: %s", r, cq_err_str(t.rxcq, &e, b, sizeof(b)));
-			fail("round %d: fi_cq_read returned %zd (%s)", r, got, fi_strerror((int)-got));
 		}
 		CHK(fi_close(&ep->fid));
 		EXPECT(c.op_context == &ctx && c.len == MSG_LEN, "round %d: context %p, %zu bytes", r,

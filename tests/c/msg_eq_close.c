@@ -55,16 +55,6 @@ static void expect_nothing(struct tctx *t, const void *closed, const char *what)
 	logmsg("after closing %s: %d reads, all -FI_EAGAIN", what, reads);
 }
 
-/* The next EQ entry is FI_CONNECTED for ep. */
-static void wait_connected(struct tctx *t, struct fid_ep *ep, const char *what)
-{
-	union eqbuf u;
-	uint32_t ev = 0;
-	eq_wait(t, &ev, &u, sizeof(u), WAIT_MS);
-	EXPECT(ev == FI_CONNECTED && u.e.fid == &ep->fid, "%s: %s fid %p (ep %p)", what, ev_name(ev),
-	       (void *)u.e.fid, (void *)&ep->fid);
-}
-
 static void server(void)
 {
 	struct tctx t;
@@ -80,7 +70,7 @@ static void server(void)
 	struct fi_info *info2 = server_wait_connreq(&t, NULL, NULL, NULL);
 	struct fid_ep *ep2 = tctx_open_ep(&t, info2);
 	CHK(fi_accept(ep2, NULL, 0));
-	wait_connected(&t, ep2, "second accept");
+	eq_expect(&t, FI_CONNECTED, ep2, "second accept");
 	fi_freeinfo(info2);
 	oob_signal(1);
 	oob_wait(2); /* the client closed both endpoints */
@@ -137,7 +127,7 @@ static void client(void)
 	client_connect(&t, NULL, 0, NULL, NULL, NULL);
 	struct fid_ep *ep2 = tctx_open_ep(&t, t.info);
 	CHK(fi_connect(ep2, t.info->dest_addr, NULL, 0));
-	wait_connected(&t, ep2, "second connect");
+	eq_expect(&t, FI_CONNECTED, ep2, "second connect");
 	oob_wait(1);
 	CHK(fi_close(&ep2->fid));
 	CHK(fi_close(&t.ep->fid));
