@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the build needs, if any is missing (fresh Debian 12).
+# Extra package names as arguments are installed the same way (ci/mercury.sh: cmake, g++).
 set -euo pipefail
 need=()
-for p in gcc pkg-config libclang-dev libibverbs-dev librdmacm-dev libfabric-dev libfabric-bin valgrind; do
+for p in gcc pkg-config libclang-dev libibverbs-dev librdmacm-dev libfabric-dev libfabric-bin valgrind "$@"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || need+=("$p")
 done
 if [ ${#need[@]} -gt 0 ]; then
