@@ -9,10 +9,9 @@
 #                              src/mchecksum, src/boost filled in)
 #   ci/mercury.sh --dir        print the build directory (exit 1 when not built)
 #
-# Mercury is configured as its CI does for verbs: NA over OFI only
-# (NA_USE_OFI, no shared-memory plugin), tests built with the protocol
-# `verbs` (Mercury asks libfabric for "verbs;ofi_rxm": the core's ofi_rxm over
-# rsverbs' MSG endpoints).
+# Configured with NA over OFI only (NA_USE_OFI, no shared-memory plugin) and
+# the tests' protocol `verbs` (Mercury then asks libfabric for
+# "verbs;ofi_rxm": the core's ofi_rxm over rsverbs' MSG endpoints).
 # Env: RSVERBS_MERCURY (default /opt/rsverbs/mercury; not under /var/cache,
 # which the lab guest hides under a tmpfs).
 set -euo pipefail
