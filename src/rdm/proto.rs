@@ -347,6 +347,32 @@ fn check_segs(segs: &[Segment], len: u64) -> Result<(), ProtoError> {
     Ok(())
 }
 
+/// A valid EAGER message read in place: what [`decode`] would return for it,
+/// without building a [`Message`] (the arrival path's common case).
+pub struct EagerView<'a> {
+    pub credits: u16,
+    pub env: Envelope,
+    pub payload: &'a [u8],
+}
+
+/// [`decode`] for a valid EAGER message, inlined into the arrival path.
+/// `None` for anything else, another op or a malformed EAGER alike: the
+/// caller then calls `decode`, which reads it (and says what is wrong). The
+/// checks are `decode`'s for an EAGER message.
+#[inline(always)]
+pub fn eager_view(buf: &[u8]) -> Option<EagerView<'_>> {
+    let h = Header::read(buf.first_chunk::<HEADER_LEN>()?);
+    if h.version != VERSION || h.op != Op::Eager as u8 || h.aux != 0 {
+        return None;
+    }
+    let env = h.envelope().ok()?;
+    let payload = &buf[HEADER_LEN..];
+    if h.len != payload.len() as u64 || payload.len() > MAX_EAGER {
+        return None;
+    }
+    Some(EagerView { credits: h.credits, env, payload })
+}
+
 /// Decodes one message (all the bytes one receive completion reported).
 pub fn decode(buf: &[u8]) -> Result<Message<'_>, ProtoError> {
     let Some(hb) = buf.first_chunk::<HEADER_LEN>() else {

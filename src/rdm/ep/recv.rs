@@ -352,6 +352,21 @@ impl Inner {
         net.mark(&op.peer);
     }
 
+    /// An EAGER message's payload, from `addr` (`src` in the AV): mostly for
+    /// a receive posted ahead and waiting first in line; else matched.
+    #[inline(always)]
+    fn arrive_eager(&mut self, src: u64, addr: SocketAddr, env: Envelope, payload: &[u8]) {
+        let kind = if env.tag.is_some() { Kind::Tagged } else { Kind::Msg };
+        let (tag, data) = (env.tag.unwrap_or(0), env.data.map(u64::from));
+        match self.matcher.take_head(kind, src, tag, data, payload.len()) {
+            Some(d) => self.complete_recv(&d, &payload[..d.len], None),
+            None => {
+                let a = self.matcher.arrive(Incoming { src, kind, tag, data, body: Body::Eager(payload), origin: Some(addr) });
+                self.execute(a, Some(payload));
+            }
+        }
+    }
+
     /// A bounce buffer received a message (or an RDMA write with data consumed it).
     pub(super) fn handle_recv(&mut self, conn_id: u32, addr: SocketAddr, idx: u32, wc: &Wc) {
         let net = self.net.as_mut().expect("checked");
@@ -371,14 +386,23 @@ impl Inner {
             (Some(av), None) => av.reverse(&addr),
             (None, _) => FI_ADDR_NOTAVAIL,
         };
-        let decoded = if imm { None } else { Some(proto::decode(buf.slice(off, n))) };
+        // A valid EAGER message (most arrivals) is read in place; anything
+        // else (other ops, and what is malformed) goes through `decode`.
+        let view = if imm { None } else { proto::eager_view(buf.slice(off, n)) };
+        let decoded = if imm || view.is_some() { None } else { Some(proto::decode(buf.slice(off, n))) };
         let mut recalled = false;
-        if let (Some(Ok(msg)), Some(f)) = (&decoded, peer.and_then(|p| p.flow.as_mut())) {
-            f.granted(msg.credits());
-            if let Message::Credit { recall: Some(t), .. } = msg {
-                tracing::debug!("rdm: {addr} recalls its credits down to {t}");
-                f.recalled(*t);
-                recalled = true;
+        if let Some(f) = peer.and_then(|p| p.flow.as_mut()) {
+            match (&view, &decoded) {
+                (Some(v), _) => f.granted(v.credits),
+                (None, Some(Ok(msg))) => {
+                    f.granted(msg.credits());
+                    if let Message::Credit { recall: Some(t), .. } = msg {
+                        tracing::debug!("rdm: {addr} recalls its credits down to {t}");
+                        f.recalled(*t);
+                        recalled = true;
+                    }
+                }
+                _ => {}
             }
         }
         if recalled {
@@ -410,24 +434,15 @@ impl Inner {
                 tag: 0,
                 src,
             });
+        } else if let Some(v) = view {
+            self.arrive_eager(src, addr, v.env, v.payload);
         } else if let Some(decoded) = decoded {
             match decoded {
                 Err(e) => tracing::warn!("rdm: dropping a malformed message from {addr}: {e}"),
                 Ok(msg) => {
                     let net = self.net.as_mut().expect("checked");
                     match msg {
-                        Message::Eager { env, payload, .. } => {
-                            let kind = if env.tag.is_some() { Kind::Tagged } else { Kind::Msg };
-                            let (tag, data) = (env.tag.unwrap_or(0), env.data.map(u64::from));
-                            // Mostly a receive posted ahead and waiting first in line.
-                            match self.matcher.take_head(kind, src, tag, data, payload.len()) {
-                                Some(d) => self.complete_recv(&d, &payload[..d.len], None),
-                                None => {
-                                    let a = self.matcher.arrive(Incoming { src, kind, tag, data, body: Body::Eager(payload), origin: Some(addr) });
-                                    self.execute(a, Some(payload));
-                                }
-                            }
-                        }
+                        Message::Eager { env, payload, .. } => self.arrive_eager(src, addr, env, payload),
                         Message::Rts { .. } => {
                             let mut inc = Incoming::from_message(src, Some(addr), msg).expect("a data message");
                             if let Body::Rndv(r) = &mut inc.body {

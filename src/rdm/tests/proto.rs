@@ -439,3 +439,40 @@ fn read_plan_splits_and_truncates() {
     // A length beyond the segments is cut to them.
     assert_eq!(read_plan(&segs, 1000, 100).iter().map(|c| c.len).sum::<usize>(), 16);
 }
+
+/// `eager_view` (the arrival path's in-place read) accepts exactly the
+/// EAGER messages `decode` accepts, with the same fields: valid messages of
+/// every op, mutated ones (flipped bits, truncated, extended) and random
+/// bytes with a plausible header.
+#[test]
+fn prop_eager_view_agrees_with_decode() {
+    let mut r = Rng::new(4);
+    let (mut eager, mut other) = (0, 0);
+    for i in 0..60_000 {
+        let n = r.below(64) as usize;
+        let store = r.bytes(n);
+        let mut b = random_message(&mut r, &store).to_vec().unwrap();
+        match i % 4 {
+            0 => {}
+            1 => {
+                let i = r.below(b.len() as u64) as usize;
+                b[i] ^= 1 << r.below(8);
+            }
+            2 => b.truncate(r.below(b.len() as u64) as usize),
+            _ => {
+                let n = 1 + r.below(30) as usize;
+                b.extend(r.bytes(n))
+            }
+        }
+        match (eager_view(&b), decode(&b)) {
+            (Some(v), Ok(Message::Eager { credits, env, payload, .. })) => {
+                assert_eq!((v.credits, v.env, v.payload), (credits, env, payload), "the same fields as decode's");
+                eager += 1;
+            }
+            (None, Ok(Message::Eager { .. })) => panic!("a valid EAGER message was not read in place: {b:02x?}"),
+            (Some(_), d) => panic!("eager_view accepted what decode reads as {d:?}: {b:02x?}"),
+            (None, _) => other += 1,
+        }
+    }
+    assert!(eager > 1000 && other > 1000, "both kinds seen ({eager} EAGER, {other} other)");
+}
