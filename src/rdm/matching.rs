@@ -283,21 +283,26 @@ struct Multi {
     pending_reads: usize,
 }
 
-#[derive(Debug, Clone)]
-struct Posted {
+#[derive(Debug)]
+struct Posted<R> {
     handle: u64,
     context: u64,
     src: u64,
     tag: u64,
     ignore: u64,
     len: usize,
-    multi: Option<Multi>,
+    /// Boxed: most receives are not multi-receive buffers, and every
+    /// posted receive moves into its queue and out again.
+    multi: Option<Box<Multi>>,
+    /// The caller's record of this receive, kept here (`post_plain_with`)
+    /// instead of under `handle`, until `spill` files it under a handle.
+    rec: Option<R>,
 }
 
-impl Posted {
+impl<R> Posted<R> {
     /// Request `req` waiting in the posted queue (`multi`: its multi-receive state).
-    fn new(req: &RecvRequest, multi: Option<Multi>) -> Posted {
-        Posted { handle: req.handle, context: req.context, src: req.src, tag: req.tag, ignore: req.ignore, len: req.len, multi }
+    fn new(req: &RecvRequest, multi: Option<Box<Multi>>) -> Posted<R> {
+        Posted { handle: req.handle, context: req.context, src: req.src, tag: req.tag, ignore: req.ignore, len: req.len, multi, rec: None }
     }
 
     fn accepts(&self, kind: Kind, src: u64, tag: u64) -> bool {
@@ -340,25 +345,36 @@ impl Unexpected {
     }
 }
 
-#[derive(Debug, Default)]
-struct Queues {
-    posted: VecDeque<Posted>,
+#[derive(Debug)]
+struct Queues<R> {
+    posted: VecDeque<Posted<R>>,
     unexpected: VecDeque<Unexpected>,
 }
 
-/// The matching state of one RDM endpoint's receive side.
+impl<R> Default for Queues<R> {
+    fn default() -> Self {
+        Queues { posted: VecDeque::new(), unexpected: VecDeque::new() }
+    }
+}
+
+/// The matching state of one RDM endpoint's receive side. `R`: the
+/// caller's record of a posted receive, which a receive posted by
+/// `post_plain_with` keeps in its queue entry (the common case then needs no
+/// table of records: `take_head_with` hands the record back with the
+/// delivery). Every other path names receives by handle: the caller
+/// `spill`s the records kept here under handles before taking one.
 #[derive(Debug)]
-pub struct Matcher {
-    queues: [Queues; 2],
+pub struct Matcher<R = ()> {
+    queues: [Queues<R>; 2],
     min_multi_recv: usize,
     /// Multi-receive buffers released (or canceled) while rendezvous reads into
     /// them were running: handle → reads still running.
     draining: HashMap<u64, usize>,
 }
 
-impl Default for Matcher {
+impl<R> Default for Matcher<R> {
     fn default() -> Self {
-        Matcher::new()
+        Matcher { queues: Default::default(), min_multi_recv: DEFAULT_MIN_MULTI_RECV, draining: HashMap::default() }
     }
 }
 
@@ -368,7 +384,7 @@ fn align_up(v: usize) -> usize {
 
 /// Places a message into a posted receive. Returns the delivery and whether the
 /// receive leaves the posted queue.
-fn place(p: &mut Posted, kind: Kind, m: &MsgInfo, is_read: bool) -> (Delivery, bool) {
+fn place<R>(p: &mut Posted<R>, kind: Kind, m: &MsgInfo, is_read: bool) -> (Delivery, bool) {
     let mut flags = m.cq_flags();
     let (offset, room, done, last) = match &mut p.multi {
         None => (0, p.len, true, true),
@@ -406,11 +422,14 @@ fn place(p: &mut Posted, kind: Kind, m: &MsgInfo, is_read: bool) -> (Delivery, b
     (d, done)
 }
 
-impl Matcher {
+impl Matcher<()> {
+    /// A matcher whose receives keep no record of the caller's.
     pub fn new() -> Matcher {
-        Matcher { queues: Default::default(), min_multi_recv: DEFAULT_MIN_MULTI_RECV, draining: HashMap::default() }
+        Matcher::default()
     }
+}
 
+impl<R> Matcher<R> {
     /// FI_OPT_MIN_MULTI_RECV; applies to buffers posted afterwards.
     pub fn set_min_multi_recv(&mut self, n: usize) {
         self.min_multi_recv = n;
@@ -432,6 +451,7 @@ impl Matcher {
 
     /// A message arrived. Returns `Deliver`, `Read` or `Queued`.
     pub fn arrive(&mut self, msg: Incoming<'_>) -> Action {
+        debug_assert!(!self.keeps_records(), "spill before taking a receive by handle");
         let info = MsgInfo { src: msg.src, kind: msg.kind, tag: msg.tag, data: msg.data, len: msg.len() };
         let q = &mut self.queues[msg.kind.idx()];
         let Some(i) = q.posted.iter().position(|p| p.accepts(msg.kind, msg.src, msg.tag)) else {
@@ -464,6 +484,13 @@ impl Matcher {
     /// ahead of its message) without building an `Incoming` and an `Action`.
     #[inline]
     pub fn take_head(&mut self, kind: Kind, src: u64, tag: u64, data: Option<u64>, len: usize) -> Option<Delivery> {
+        self.take_head_with(kind, src, tag, data, len).map(|(d, _)| d)
+    }
+
+    /// `take_head`, with the record the receive kept (`post_plain_with`;
+    /// `None` for one filed under its handle).
+    #[inline]
+    pub fn take_head_with(&mut self, kind: Kind, src: u64, tag: u64, data: Option<u64>, len: usize) -> Option<(Delivery, Option<R>)> {
         let q = &mut self.queues[kind.idx()];
         let p = q.posted.front()?;
         if p.multi.is_some() || !p.accepts(kind, src, tag) {
@@ -471,11 +498,31 @@ impl Matcher {
         }
         let mut p = q.posted.pop_front().expect("front exists");
         let (d, _) = place(&mut p, kind, &MsgInfo { src, kind, tag, data, len }, false);
-        Some(d)
+        Some((d, p.rec))
+    }
+
+    /// Files every record kept in a posted queue entry (`post_plain_with`)
+    /// with `file`, which returns the handle the entry then carries: after
+    /// this every posted receive is named by its handle, as the paths other
+    /// than `take_head_with` need. Entries keeping a record are the last
+    /// ones of their queue (every other way in files first), so this looks
+    /// only at those.
+    pub fn spill(&mut self, mut file: impl FnMut(R) -> u64) {
+        for q in &mut self.queues {
+            for p in q.posted.iter_mut().rev() {
+                let Some(rec) = p.rec.take() else { break };
+                p.handle = file(rec);
+            }
+        }
+    }
+
+    /// Whether a posted entry keeps a record (`spill` has work).
+    pub fn keeps_records(&self) -> bool {
+        self.queues.iter().any(|q| q.posted.back().is_some_and(|p| p.rec.is_some()))
     }
 
     /// Remembers a multi-receive buffer leaving the queue with reads still running.
-    fn retire(&mut self, p: &Posted) {
+    fn retire(&mut self, p: &Posted<R>) {
         if let Some(m) = &p.multi {
             if m.pending_reads > 0 {
                 self.draining.insert(p.handle, m.pending_reads);
@@ -497,12 +544,30 @@ impl Matcher {
         Ok(())
     }
 
+    /// `post_plain` for a receive that keeps the caller's record `rec` in its
+    /// queue entry (its handle is not used until `spill` gives it one).
+    /// Anything else comes back with its record. Entries keeping records
+    /// are appended, and the other ways in (`post`) are taken only after a
+    /// `spill`, so they stay the last ones of their queue.
+    #[inline]
+    pub fn post_plain_with(&mut self, req: RecvRequest, rec: R) -> Result<(), (RecvRequest, R)> {
+        let q = &mut self.queues[req.kind.idx()];
+        if req.flags & (FI_PEEK | FI_CLAIM | FI_DISCARD | FI_MULTI_RECV) != 0 || !q.unexpected.is_empty() {
+            return Err((req, rec));
+        }
+        let mut p = Posted::new(&req, None);
+        p.rec = Some(rec);
+        q.posted.push_back(p);
+        Ok(())
+    }
+
     /// Posts a receive (fi_recv*/fi_trecv*). Returns the actions for the
     /// unexpected messages it takes at once (several for a multi-receive
     /// buffer, which stays posted while it has room); empty when it waits in
     /// the posted queue. With FI_PEEK / FI_CLAIM the request is a peek or a
     /// claim (tagged only) and is never queued.
     pub fn post(&mut self, req: RecvRequest) -> FiResult<Vec<Action>> {
+        debug_assert!(!self.keeps_records(), "spill before taking a receive by handle");
         let special = req.flags & (FI_PEEK | FI_CLAIM | FI_DISCARD);
         let multi = req.flags & FI_MULTI_RECV != 0;
         match req.kind {
@@ -524,7 +589,7 @@ impl Matcher {
             return crate::fail!(FiError::INVAL, "rdm trecv: FI_DISCARD needs FI_PEEK or FI_CLAIM");
         }
 
-        let mut p = Posted::new(&req, multi.then_some(Multi { used: 0, min: self.min_multi_recv, pending_reads: 0 }));
+        let mut p = Posted::new(&req, multi.then(|| Box::new(Multi { used: 0, min: self.min_multi_recv, pending_reads: 0 })));
         let q = &mut self.queues[req.kind.idx()];
         let mut actions = Vec::new();
         let mut start = 0;
@@ -549,7 +614,7 @@ impl Matcher {
     /// FI_PEEK [| FI_CLAIM | FI_DISCARD].
     fn peek(&mut self, req: &RecvRequest) -> Action {
         let q = &mut self.queues[Kind::Tagged.idx()];
-        let probe = Posted { handle: 0, context: 0, src: req.src, tag: req.tag, ignore: req.ignore, len: 0, multi: None };
+        let probe = Posted::<R> { handle: 0, context: 0, src: req.src, tag: req.tag, ignore: req.ignore, len: 0, multi: None, rec: None };
         let Some(i) = q.unexpected.iter().position(|u| u.claimed.is_none() && probe.accepts(Kind::Tagged, u.info.src, u.info.tag)) else {
             return Action::NoMessage { context: req.context };
         };
@@ -577,8 +642,7 @@ impl Matcher {
             let info = u.info;
             return Ok(Action::Discarded { context: req.context, info, rndv: u.into_rndv() });
         }
-        let mut p =
-            Posted { handle: req.handle, context: req.context, src: req.src, tag: req.tag, ignore: req.ignore, len: req.len, multi: None };
+        let mut p = Posted::<R>::new(req, None);
         let (d, _) = place(&mut p, Kind::Tagged, &u.info, u.is_rndv());
         Ok(u.into_action(d))
     }
@@ -617,6 +681,7 @@ impl Matcher {
     /// tagged) whose context is `context`. None when there is none (it
     /// completed already, or never existed).
     pub fn cancel(&mut self, context: u64) -> Option<Canceled> {
+        debug_assert!(!self.keeps_records(), "spill before taking a receive by handle");
         for kind in [Kind::Msg, Kind::Tagged] {
             let q = &mut self.queues[kind.idx()];
             if let Some(i) = q.posted.iter().position(|p| p.context == context) {
@@ -639,7 +704,7 @@ impl Matcher {
         out
     }
 
-    fn canceled(&mut self, kind: Kind, p: Posted) -> Canceled {
+    fn canceled(&mut self, kind: Kind, p: Posted<R>) -> Canceled {
         let mut flags = FI_RECV | kind.cq_flag();
         let mut last = true;
         match &p.multi {

@@ -111,9 +111,10 @@ fn ioerr(e: i32) -> std::io::Error {
     std::io::Error::from_raw_os_error(e)
 }
 
-/// A posted receive (the application's record, by matcher handle).
+/// A posted receive: the application's buffers and flags, kept in the
+/// matcher's queue entry or filed under its handle (`Inner::spill_recvs`).
+/// Its context is the matcher's (`Delivery::context`).
 struct RecvRec {
-    context: u64,
     iov: IovVec,
     flags: u64,
     /// Every non-empty buffer has a local key (rendezvous reads land in it).
@@ -312,7 +313,7 @@ struct Inner {
     /// Bound counters, and (from `fi_enable`) the set completions bump.
     cntr_binds: CntrBinds,
     cntrs: CntrSet,
-    matcher: Matcher,
+    matcher: Matcher<RecvRec>,
     /// The AV generation the matcher's unknown-source messages were last
     /// resolved against (`Matcher::resolve_unknown`).
     src_gen: u64,
@@ -467,7 +468,7 @@ impl RdmEp {
                 rx_cq: None,
                 cntr_binds: CntrBinds::default(),
                 cntrs: CntrSet::default(),
-                matcher: Matcher::new(),
+                matcher: Matcher::default(),
                 src_gen: 0,
                 recvs: Slab::default(),
                 last_dest: None,

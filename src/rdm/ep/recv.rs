@@ -65,22 +65,30 @@ impl RdmEp {
                 return Err(FiError::AGAIN);
             }
         }
-        // A receive that consumes a message is recorded; FI_PEEK and
-        // FI_CLAIM | FI_DISCARD never reach a buffer (handle 0: no record).
-        let handle = if consumes {
-            g.rx_count += 1;
-            g.recvs.insert(RecvRec { context: r.context, iov: iov_vec(r.iov), flags: r.flags, keyed: r.descs_ok })
-        } else {
-            0
-        };
-        let req = match r.tag {
-            None => RecvRequest::msg(handle, r.context, len),
-            Some((tag, ignore)) => RecvRequest::tagged(handle, r.context, len, tag, ignore),
+        let mut req = match r.tag {
+            None => RecvRequest::msg(0, r.context, len),
+            Some((tag, ignore)) => RecvRequest::tagged(0, r.context, len, tag, ignore),
         }
         .from(src)
         .with_flags(r.flags);
-        // Nothing unexpected waits (the common case): it joins the queue.
-        let Err(req) = g.matcher.post_plain(req) else { return Ok(()) };
+        // A receive that consumes a message is recorded; FI_PEEK and
+        // FI_CLAIM | FI_DISCARD never reach a buffer (handle 0: no record).
+        // A plain one while nothing unexpected waits (the common case)
+        // joins the queue with its record; any other is named by a handle.
+        let mut handle = 0;
+        if consumes {
+            g.rx_count += 1;
+            let rec = RecvRec { iov: iov_vec(r.iov), flags: r.flags, keyed: r.descs_ok };
+            match g.matcher.post_plain_with(req, rec) {
+                Ok(()) => return Ok(()),
+                Err((q, rec)) => {
+                    req = q;
+                    handle = g.recvs.insert(rec);
+                    req.handle = handle;
+                }
+            }
+        }
+        g.spill_recvs();
         let actions = match g.matcher.post(req) {
             Ok(a) => a,
             Err(e) => {
@@ -108,6 +116,7 @@ impl RdmEp {
         if !g.enabled {
             return crate::fail!(FiError::OPBADSTATE, "fi_cancel: endpoint not enabled");
         }
+        g.spill_recvs();
         let Some(c) = g.matcher.cancel(context) else {
             tracing::debug!("fi_cancel: no posted receive with context {context:#x}");
             return Ok(());
@@ -131,6 +140,25 @@ impl RdmEp {
 }
 
 impl Inner {
+    /// Files the records of the receives that keep theirs in the matcher's
+    /// queues (`Matcher::post_plain_with`) under handles in `recvs`, before
+    /// the matcher takes a receive by handle (`Matcher::spill`).
+    pub(super) fn spill_recvs(&mut self) {
+        if self.matcher.keeps_records() {
+            let recvs = &mut self.recvs;
+            self.matcher.spill(|rec| recvs.insert(rec));
+        }
+    }
+
+    /// Completes a receive that kept its record in the matcher's queue
+    /// (`Matcher::take_head_with`): copies `data` and reports it.
+    #[inline]
+    fn complete_kept(&mut self, d: &Delivery, rec: RecvRec, data: &[u8]) {
+        copy_to_iovs(&rec.iov, d.offset, data);
+        self.report_recv(d, &rec, None);
+        self.rx_count = self.rx_count.saturating_sub(1);
+    }
+
     /// Completes (part of) a receive: copies `data` (an eager payload; empty
     /// after a rendezvous read, which landed in place) to its buffers and
     /// reports it. `err`: a transfer error (a failed read). The record is
@@ -155,7 +183,7 @@ impl Inner {
         let buf = if d.multi_recv { rec.iov.first().map_or(0, |v| v.addr() + d.offset as u64) } else { 0 };
         let rx_sel = self.rx_cq.as_ref().is_some_and(|(_, s)| *s);
         let wanted = !rx_sel || rec.flags & FI_COMPLETION != 0 || d.flags & FI_MULTI_RECV != 0;
-        let ctx = rec.context;
+        let ctx = d.context;
         let failed = err.or(if d.olen > 0 { Some(FI_ETRUNC) } else { None });
         self.cntrs.count(FI_RECV, failed.is_none());
         if let Some(e) = failed {
@@ -358,9 +386,11 @@ impl Inner {
     fn arrive_eager(&mut self, src: u64, addr: SocketAddr, env: Envelope, payload: &[u8]) {
         let kind = if env.tag.is_some() { Kind::Tagged } else { Kind::Msg };
         let (tag, data) = (env.tag.unwrap_or(0), env.data.map(u64::from));
-        match self.matcher.take_head(kind, src, tag, data, payload.len()) {
-            Some(d) => self.complete_recv(&d, &payload[..d.len], None),
+        match self.matcher.take_head_with(kind, src, tag, data, payload.len()) {
+            Some((d, Some(rec))) => self.complete_kept(&d, rec, &payload[..d.len]),
+            Some((d, None)) => self.complete_recv(&d, &payload[..d.len], None),
             None => {
+                self.spill_recvs();
                 let a = self.matcher.arrive(Incoming { src, kind, tag, data, body: Body::Eager(payload), origin: Some(addr) });
                 self.execute(a, Some(payload));
             }
@@ -451,6 +481,7 @@ impl Inner {
                                 net.rndv_in.insert(lid, (addr, r.msg_id));
                                 r.msg_id = lid;
                             }
+                            self.spill_recvs();
                             let a = self.matcher.arrive(inc);
                             self.execute(a, None);
                         }

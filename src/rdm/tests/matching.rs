@@ -126,6 +126,105 @@ fn post_plain_is_post_when_it_takes() {
     assert!(fast > 1000 && slow > 1000, "both paths exercised: {fast} fast, {slow} slow");
 }
 
+/// Receives that keep their record in the queue (`post_plain_with`,
+/// `take_head_with`, `spill`, as the RDM endpoint uses them) match, deliver
+/// and cancel exactly as receives named by handle: a matcher whose records
+/// are the handles the other matcher is given, driven the endpoint's way
+/// (records filed under their own value before `post`, `arrive` and
+/// `cancel`), never differs from it once a kept record stands for its
+/// handle; each record comes back once, with its own receive.
+#[test]
+fn kept_records_match_as_handles() {
+    let mut rng = Rng::new(0x4ec0_4d5e);
+    let mut a: Matcher<u64> = Matcher::default();
+    let mut b = Matcher::new();
+    let mut handle = 1u64;
+    let (mut kept, mut filed, mut spilled) = (0, 0, 0);
+    let mut live = std::collections::HashSet::new();
+    for step in 0..20_000u64 {
+        // Messages mostly come while receives wait (few go unexpected).
+        let waiting = b.queues.iter().any(|q| !q.posted.is_empty());
+        match rng.below(20) {
+            r if r <= 8 || (r <= 18 && !waiting && rng.below(10) > 0) => {
+                let mut req = random_recv(&mut rng, 0, step);
+                if req.kind == Kind::Msg && rng.below(60) == 0 {
+                    req = req.with_flags(FI_MULTI_RECV);
+                }
+                let h = handle;
+                handle += 1;
+                live.insert(h);
+                let mut rb = req.clone();
+                rb.handle = h;
+                let want = b.post(rb);
+                match a.post_plain_with(req, h) {
+                    Ok(()) => assert_eq!(want.unwrap(), Vec::new(), "step {step}"),
+                    Err((mut back, rec)) => {
+                        assert_eq!(rec, h, "step {step}: the record comes back");
+                        a.spill(|r| {
+                            spilled += 1;
+                            r
+                        });
+                        back.handle = h;
+                        assert_eq!(a.post(back), want, "step {step}");
+                    }
+                }
+            }
+            9..=18 => {
+                let payload = vec![step as u8; rng.below(80) as usize];
+                let mut kind = if rng.below(2) == 0 { Kind::Msg } else { Kind::Tagged };
+                if b.queues[kind.idx()].posted.is_empty() {
+                    kind = if kind == Kind::Msg { Kind::Tagged } else { Kind::Msg };
+                }
+                let (mut src, mut tag) = (rng.below(3), if kind == Kind::Tagged { rng.below(4) } else { 0 });
+                // Mostly for the receive first in line, as in a stream.
+                if let Some(p) = b.queues[kind.idx()].posted.front().filter(|_| rng.below(10) < 9) {
+                    if p.src != ANY {
+                        src = p.src;
+                    }
+                    if kind == Kind::Tagged {
+                        tag = p.tag;
+                    }
+                }
+                let inc = Incoming { src, kind, tag, data: None, body: Body::Eager(&payload), origin: None };
+                let want = b.arrive(inc.clone());
+                match a.take_head_with(kind, src, tag, None, payload.len()) {
+                    Some((mut d, rec)) => {
+                        match rec {
+                            Some(r) => {
+                                assert_eq!(d.handle, 0, "step {step}: a kept receive has no handle");
+                                d.handle = r;
+                                kept += 1;
+                            }
+                            None => filed += 1,
+                        }
+                        assert!(live.remove(&d.handle), "step {step}: receive {} delivered once", d.handle);
+                        assert_eq!(Action::Deliver(d), want, "step {step}");
+                    }
+                    None => {
+                        a.spill(|r| {
+                            spilled += 1;
+                            r
+                        });
+                        assert_eq!(a.arrive(inc), want, "step {step}");
+                    }
+                }
+            }
+            _ => {
+                let ctx = rng.below(step + 1);
+                a.spill(|r| {
+                    spilled += 1;
+                    r
+                });
+                assert_eq!(a.cancel(ctx), b.cancel(ctx), "step {step}");
+            }
+        }
+        if !a.keeps_records() {
+            assert_eq!(format!("{:?}", a.queues).replace("rec: None", ""), format!("{:?}", b.queues).replace("rec: None", ""), "step {step}");
+        }
+    }
+    assert!(kept > 1000 && filed > 100 && spilled > 100, "every path exercised: {kept} kept, {filed} filed, {spilled} spilled");
+}
+
 #[test]
 fn untagged_matches_in_posting_order() {
     let mut m = Matcher::new();
