@@ -277,6 +277,21 @@ fn prop_decode_never_panics_on_random_bytes() {
     assert!(accepted > 0, "the generator should hit some valid messages");
 }
 
+/// Damages an encoding: `how` 0 flips a bit, 1 truncates, 2 extends.
+fn mutate(r: &mut Rng, b: &mut Vec<u8>, how: u64) {
+    match how {
+        0 => {
+            let i = r.below(b.len() as u64) as usize;
+            b[i] ^= 1 << r.below(8);
+        }
+        1 => b.truncate(r.below(b.len() as u64) as usize),
+        _ => {
+            let n = 1 + r.below(30) as usize;
+            b.extend(r.bytes(n))
+        }
+    }
+}
+
 #[test]
 fn prop_mutated_valid_messages_decode_canonically_or_fail() {
     // Flip, truncate and extend valid encodings: whatever decode accepts must
@@ -287,17 +302,8 @@ fn prop_mutated_valid_messages_decode_canonically_or_fail() {
         let store = r.bytes(n);
         let m = random_message(&mut r, &store);
         let mut b = m.to_vec().unwrap();
-        match r.below(3) {
-            0 => {
-                let i = r.below(b.len() as u64) as usize;
-                b[i] ^= 1 << r.below(8);
-            }
-            1 => b.truncate(r.below(b.len() as u64) as usize),
-            _ => {
-                let n = 1 + r.below(30) as usize;
-                b.extend(r.bytes(n))
-            }
-        }
+        let how = r.below(3);
+        mutate(&mut r, &mut b, how);
         if let Ok(d) = decode(&b) {
             assert_eq!(d.to_vec().unwrap(), b);
         }
@@ -452,17 +458,8 @@ fn prop_eager_view_agrees_with_decode() {
         let n = r.below(64) as usize;
         let store = r.bytes(n);
         let mut b = random_message(&mut r, &store).to_vec().unwrap();
-        match i % 4 {
-            0 => {}
-            1 => {
-                let i = r.below(b.len() as u64) as usize;
-                b[i] ^= 1 << r.below(8);
-            }
-            2 => b.truncate(r.below(b.len() as u64) as usize),
-            _ => {
-                let n = 1 + r.below(30) as usize;
-                b.extend(r.bytes(n))
-            }
+        if i % 4 > 0 {
+            mutate(&mut r, &mut b, i % 4 - 1);
         }
         match (eager_view(&b), decode(&b)) {
             (Some(v), Ok(Message::Eager { credits, env, payload, .. })) => {
