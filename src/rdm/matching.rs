@@ -536,10 +536,7 @@ impl<R> Matcher<R> {
     /// and `Ok(())` says so. Anything else comes back as `Err(req)`, for
     /// `post` (which would queue it the same way or take what waits).
     pub fn post_plain(&mut self, req: RecvRequest) -> Result<(), RecvRequest> {
-        let q = &mut self.queues[req.kind.idx()];
-        if req.flags & (FI_PEEK | FI_CLAIM | FI_DISCARD | FI_MULTI_RECV) != 0 || !q.unexpected.is_empty() {
-            return Err(req);
-        }
+        let Some(q) = self.plain_queue(&req) else { return Err(req) };
         q.posted.push_back(Posted::new(&req, None));
         Ok(())
     }
@@ -551,14 +548,22 @@ impl<R> Matcher<R> {
     /// `spill`, so they stay the last ones of their queue.
     #[inline]
     pub fn post_plain_with(&mut self, req: RecvRequest, rec: R) -> Result<(), (RecvRequest, R)> {
-        let q = &mut self.queues[req.kind.idx()];
-        if req.flags & (FI_PEEK | FI_CLAIM | FI_DISCARD | FI_MULTI_RECV) != 0 || !q.unexpected.is_empty() {
-            return Err((req, rec));
-        }
+        let Some(q) = self.plain_queue(&req) else { return Err((req, rec)) };
         let mut p = Posted::new(&req, None);
         p.rec = Some(rec);
         q.posted.push_back(p);
         Ok(())
+    }
+
+    /// The queues a receive joins at once (`post_plain`, `post_plain_with`):
+    /// its kind's, when it is plain (no FI_PEEK, FI_CLAIM, FI_DISCARD or
+    /// FI_MULTI_RECV) and no unexpected message of its kind waits. `None`:
+    /// it goes through `post`.
+    #[inline(always)]
+    fn plain_queue(&mut self, req: &RecvRequest) -> Option<&mut Queues<R>> {
+        let q = &mut self.queues[req.kind.idx()];
+        let plain = req.flags & (FI_PEEK | FI_CLAIM | FI_DISCARD | FI_MULTI_RECV) == 0 && q.unexpected.is_empty();
+        plain.then_some(q)
     }
 
     /// Posts a receive (fi_recv*/fi_trecv*). Returns the actions for the
