@@ -30,6 +30,9 @@ impl Progress for RdmEp {
     }
 }
 
+/// Completions one poll of the endpoint's verbs CQ takes at most.
+const POLL_BATCH: usize = 32;
+
 /// Posts shared-pool buffer `idx` again. False if that failed (logged): the
 /// SRQ holds every pool buffer, so it cannot be "full"; the buffer is lost
 /// to the pool (and stays busy in the bank).
@@ -189,27 +192,62 @@ impl Inner {
         (got, force_cm || settling || got)
     }
 
+    /// Polls the endpoint's verbs CQ and handles what it holds; true if it
+    /// held anything. An empty poll (most polls of a busy loop) returns from
+    /// here: `handle_batch`, into which every kind of completion's handling
+    /// is inlined (and whose prologue costs accordingly), is entered only
+    /// with completions in hand. Inlined into its callers (the progress
+    /// pass): no frame of its own.
+    #[inline(always)]
     pub(super) fn poll_cq(&mut self) -> bool {
-        let mut any = false;
-        const N: usize = 32;
-        // Uninitialised: an empty poll (most of a busy loop) touches nothing.
-        let mut wcs = verbs::WcBuf::<N>::new();
+        // Uninitialised: an empty poll touches nothing.
+        let mut wcs = verbs::WcBuf::<POLL_BATCH>::new();
+        let Some(net) = &self.net else { return false };
+        let polled = match net.cq.poll_buf(&mut wcs, POLL_BATCH) {
+            Ok(p) => p,
+            Err(e) => {
+                tracing::warn!("rdm: ibv_poll_cq failed: errno {e}");
+                return false;
+            }
+        };
+        if polled.is_empty() {
+            return false;
+        }
+        let full = polled.len() == POLL_BATCH;
+        self.handle_batch(polled);
+        if full {
+            self.poll_more();
+        }
+        true
+    }
+
+    /// Handles the completions of one poll (the one place `handle_wc` is
+    /// called from, so that it is inlined here).
+    #[inline(never)]
+    fn handle_batch(&mut self, wcs: &[Wc]) {
+        for wc in wcs {
+            self.handle_wc(wc);
+        }
+    }
+
+    /// `poll_cq` after a full poll: polls on while polls come back full.
+    #[cold]
+    #[inline(never)]
+    fn poll_more(&mut self) {
+        let mut wcs = verbs::WcBuf::<POLL_BATCH>::new();
         loop {
-            let Some(net) = &self.net else { return any };
-            let polled = match net.cq.poll_buf(&mut wcs, N) {
+            let Some(net) = &self.net else { return };
+            let polled = match net.cq.poll_buf(&mut wcs, POLL_BATCH) {
                 Ok(p) => p,
                 Err(e) => {
                     tracing::warn!("rdm: ibv_poll_cq failed: errno {e}");
-                    return any;
+                    return;
                 }
             };
-            let got = polled.len();
-            for wc in polled {
-                self.handle_wc(wc);
-            }
-            any |= got > 0;
-            if got < N {
-                return any;
+            let full = polled.len() == POLL_BATCH;
+            self.handle_batch(polled);
+            if !full {
+                return;
             }
         }
     }
