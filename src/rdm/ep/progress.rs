@@ -33,6 +33,19 @@ impl Progress for RdmEp {
 /// Completions one poll of the endpoint's verbs CQ takes at most.
 const POLL_BATCH: usize = 32;
 
+/// One poll of the endpoint's verbs CQ into `wcs`: what it returned
+/// (nothing if the poll failed, which is logged).
+#[inline(always)]
+fn poll_batch<'a>(net: &Net, wcs: &'a mut verbs::WcBuf<POLL_BATCH>) -> &'a [Wc] {
+    match net.cq.poll_buf(wcs, POLL_BATCH) {
+        Ok(p) => p,
+        Err(e) => {
+            tracing::warn!("rdm: ibv_poll_cq failed: errno {e}");
+            &[]
+        }
+    }
+}
+
 /// Posts shared-pool buffer `idx` again. False if that failed (logged): the
 /// SRQ holds every pool buffer, so it cannot be "full"; the buffer is lost
 /// to the pool (and stays busy in the bank).
@@ -203,13 +216,7 @@ impl Inner {
         // Uninitialised: an empty poll touches nothing.
         let mut wcs = verbs::WcBuf::<POLL_BATCH>::new();
         let Some(net) = &self.net else { return false };
-        let polled = match net.cq.poll_buf(&mut wcs, POLL_BATCH) {
-            Ok(p) => p,
-            Err(e) => {
-                tracing::warn!("rdm: ibv_poll_cq failed: errno {e}");
-                return false;
-            }
-        };
+        let polled = poll_batch(net, &mut wcs);
         if polled.is_empty() {
             return false;
         }
@@ -237,13 +244,7 @@ impl Inner {
         let mut wcs = verbs::WcBuf::<POLL_BATCH>::new();
         loop {
             let Some(net) = &self.net else { return };
-            let polled = match net.cq.poll_buf(&mut wcs, POLL_BATCH) {
-                Ok(p) => p,
-                Err(e) => {
-                    tracing::warn!("rdm: ibv_poll_cq failed: errno {e}");
-                    return;
-                }
-            };
+            let polled = poll_batch(net, &mut wcs);
             let full = polled.len() == POLL_BATCH;
             self.handle_batch(polled);
             if !full {
